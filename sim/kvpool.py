@@ -1,0 +1,157 @@
+"""A paged KV block pool with vLLM v1's semantics (BlockPool + prefix cache).
+
+What matters for faithfulness (shared/vllm/README.md, "Block accounting"):
+- block 0 is the null block, taken from the free queue at start and never handed out;
+- new blocks come from the head of the free queue; a reused block that still carries a
+  prefix hash is evicted from the cache first;
+- a request's blocks are released tail block first; blocks without a hash go to the front
+  of the queue (reused first), hashed ones to the back (evicted last, LRU);
+- a cache hit on a block nobody holds takes it out of the free queue.
+
+Every ownership change is logged (step, block, request, op) so a page can rebuild the
+block map at any step without re-running the scheduler.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+# ops in the change log
+ACQUIRE = 1  # request starts holding the block (new allocation or prefix-cache hit)
+RELEASE = 2  # request stops holding it
+HASHED = 3  # block's content becomes a reusable cached prefix
+EVICTED = 4  # block loses its hash (reused for something else)
+
+OP_NAMES = {ACQUIRE: "acquire", RELEASE: "release", HASHED: "cached", EVICTED: "evicted"}
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = False):
+        if num_blocks < 2:
+            raise ValueError("need at least 2 blocks (block 0 is the null block)")
+        self.num_blocks = int(num_blocks)
+        self.block_size = int(block_size)
+        self.enable_caching = bool(enable_caching)
+        self.ref_cnt = [0] * self.num_blocks
+        self.block_hash: list[int | None] = [None] * self.num_blocks
+        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks))
+        self.null_block = self._free.popitem(last=False)[0]
+        self._cached: dict[int, dict[int, None]] = {}  # hash -> blocks carrying it, oldest first
+        self.num_cached_free = 0  # free blocks that still carry a hash (evictable cache)
+        self.step = 0
+        # change log, parallel lists for speed
+        self.log_step: list[int] = []
+        self.log_block: list[int] = []
+        self.log_req: list[str] = []
+        self.log_op: list[int] = []
+
+    # -- queries ---------------------------------------------------------------
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def _log(self, block: int, rid: str, op: int) -> None:
+        self.log_step.append(self.step)
+        self.log_block.append(block)
+        self.log_req.append(rid)
+        self.log_op.append(op)
+
+    def cached_prefix(self, hashes: list[int], num_tokens: int) -> list[int]:
+        """Blocks of the longest cached prefix; the hit is capped at num_tokens - 1 tokens
+        (the last token must be computed to sample from it), rounded down to whole blocks."""
+        out = []
+        for h in hashes[: (num_tokens - 1) // self.block_size]:
+            blocks = self._cached.get(h)
+            if not blocks:
+                break
+            out.append(next(iter(blocks)))
+        return out
+
+    def evictable(self, blocks: list[int]) -> int:
+        return sum(1 for b in blocks if self.ref_cnt[b] == 0)
+
+    # -- changes ---------------------------------------------------------------
+    def touch(self, blocks: list[int], rid: str) -> None:
+        """Take prefix-cache hits: free cached blocks leave the free queue."""
+        for b in blocks:
+            if self.ref_cnt[b] == 0:
+                del self._free[b]
+                self.num_cached_free -= 1
+            self.ref_cnt[b] += 1
+            self._log(b, rid, ACQUIRE)
+
+    def allocate(self, n: int, rid: str) -> list[int]:
+        if n > len(self._free):
+            raise RuntimeError(f"allocate {n} blocks with {len(self._free)} free")
+        out = []
+        for _ in range(n):
+            b = self._free.popitem(last=False)[0]
+            h = self.block_hash[b]
+            if h is not None:  # reusing a cached block evicts its prefix
+                holders = self._cached[h]
+                del holders[b]
+                if not holders:
+                    del self._cached[h]
+                self.block_hash[b] = None
+                self.num_cached_free -= 1
+                self._log(b, "", EVICTED)
+            self.ref_cnt[b] = 1
+            self._log(b, rid, ACQUIRE)
+            out.append(b)
+        return out
+
+    def free(self, blocks: list[int], rid: str) -> None:
+        """Release a request's blocks, tail first (vLLM frees them in reverse order)."""
+        front = []
+        for b in reversed(blocks):
+            self.ref_cnt[b] -= 1
+            self._log(b, rid, RELEASE)
+            if self.ref_cnt[b] == 0:
+                if self.block_hash[b] is None:
+                    front.append(b)
+                else:
+                    self._free[b] = None  # hashed: back of the queue, evicted last
+                    self.num_cached_free += 1
+        for b in reversed(front):  # unhashed: to the front, in release order
+            self._free[b] = None
+            self._free.move_to_end(b, last=False)
+
+    def cache(self, blocks: list[int], hashes: list[int], start: int, stop: int, rid: str) -> None:
+        """Mark blocks[start:stop] (now full of computed-or-scheduled tokens) as cached."""
+        for i in range(start, stop):
+            b = blocks[i]
+            if self.block_hash[b] is not None:
+                continue
+            h = hashes[i]
+            self.block_hash[b] = h
+            self._cached.setdefault(h, {})[b] = None
+            self._log(b, rid, HASHED)
+
+    def check(self) -> None:
+        """Internal consistency (used by property tests)."""
+        held = sum(1 for b in range(1, self.num_blocks) if self.ref_cnt[b] > 0)
+        assert held + len(self._free) == self.num_blocks - 1, (held, len(self._free))
+        assert all(self.ref_cnt[b] == 0 for b in self._free)
+        assert self.num_cached_free == sum(1 for b in self._free if self.block_hash[b] is not None)
+
+
+class SwapSpace:
+    """CPU memory that holds swapped-out KV blocks, with byte accounting."""
+
+    def __init__(self, capacity_bytes: float, bytes_per_block: float):
+        self.capacity_bytes = float(capacity_bytes)
+        self.bytes_per_block = float(bytes_per_block)
+        self.held: dict[str, int] = {}
+
+    @property
+    def used_bytes(self) -> float:
+        return sum(self.held.values()) * self.bytes_per_block
+
+    def can_hold(self, num_blocks: int) -> bool:
+        return self.used_bytes + num_blocks * self.bytes_per_block <= self.capacity_bytes
+
+    def swap_out(self, rid: str, num_blocks: int) -> float:
+        self.held[rid] = num_blocks
+        return num_blocks * self.bytes_per_block
+
+    def swap_in(self, rid: str) -> float:
+        return self.held.pop(rid) * self.bytes_per_block

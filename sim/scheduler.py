@@ -1,0 +1,370 @@
+"""An iteration-level scheduler that makes vLLM v1's decisions, step for step.
+
+The rules and their sources (vLLM 0.33.0, vllm/v1/core/sched/scheduler.py) are listed in
+shared/vllm/README.md; the conformance cases in tests/fixtures/vllm check them. In short:
+running requests first, in admission order, each asking for all its unscheduled tokens
+(capped by the long-prefill threshold and the remaining budget); a running request that
+cannot get a block preempts a victim; then, only if nothing was preempted, waiting
+requests are admitted in queue order until the budget, max_num_seqs or the KV pool says
+no, and the first refusal stops admission (head-of-line blocking).
+
+Beyond vLLM, all off by default: preemption by swap, other waiting-queue policies
+(sim/policies.py), a per-tenant running cap, and admission control that rejects on arrival.
+
+One implementation of the rules, two executors: the simulator (sim/simulate.py) fabricates
+sampled tokens; the engine passes real ones to `update`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from .kvpool import BlockPool, SwapSpace
+from .policies import make_policy
+from .workload import Request, output_token
+
+WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
+
+
+@dataclass
+class SchedulerConfig:
+    num_gpu_blocks: int = 10000
+    block_size: int = 16
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    policy: str = "fcfs"
+    enable_prefix_caching: bool = False
+    long_prefill_token_threshold: int = 0
+    enable_chunked_prefill: bool = True
+    max_model_len: int | None = None
+    scheduler_reserve_full_isl: bool = True
+    watermark: float = 0.0
+    # beyond vLLM (defaults reproduce vLLM)
+    preemption_mode: str = "recompute"  # or "swap"
+    swap_space_bytes: float = 4e9
+    kv_bytes_per_token: float = 131072.0  # 8B-class model in F16 (lesson Example 1)
+    aging: float = 0.0  # spf / sjf / priority_aging: key credit per step waited
+    tenant_cap: int = 0  # max running requests per tenant (0 = no cap)
+    vtc_w_in: float = 1.0
+    vtc_w_out: float = 2.0
+    max_queued_requests: int = 0  # admission control: 0 = unlimited
+    max_queued_tokens: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "SchedulerConfig":
+        known = {f.name for f in fields(cls)}
+        d = dict(d or {})
+        unknown = sorted(set(d) - known - {"scheduler"})
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**{k: v for k, v in d.items() if k in known and (v is not None or k == "max_model_len")})
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class Seq:
+    """A request's scheduling state (vLLM's Request, reduced to what scheduling reads)."""
+
+    __slots__ = ("req", "id", "tenant", "priority", "prompt_len", "max_tokens", "add_seq", "status",
+                 "num_computed", "num_output", "blocks", "num_cached_blocks", "tokens", "hashes",
+                 "recompute_until", "swapped_blocks", "queued_step", "slot")
+
+    def __init__(self, req: Request, add_seq: int, step: int, with_tokens: bool):
+        self.req = req
+        self.id = req.id
+        self.tenant = req.tenant
+        self.priority = req.priority
+        self.prompt_len = req.prompt_len
+        self.max_tokens = req.max_tokens
+        self.add_seq = add_seq
+        self.status = WAITING
+        self.num_computed = 0
+        self.num_output = 0
+        self.blocks: list[int] = []
+        self.num_cached_blocks = 0
+        self.tokens: list[int] | None = req.prompt_tokens() if with_tokens else None
+        self.hashes: list[int] = []
+        self.recompute_until = 0  # tokens computed before the last preemption (recomputed on resume)
+        self.swapped_blocks = 0
+        self.queued_step = step
+        self.slot = -1
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt_len + self.num_output
+
+    def extend_hashes(self, block_size: int) -> None:
+        """Chain hashes of every full block of known tokens (vLLM's request block hasher)."""
+        toks = self.tokens
+        h = self.hashes[-1] if self.hashes else 0
+        for i in range(len(self.hashes), len(toks) // block_size):
+            h = hash((h, tuple(toks[i * block_size:(i + 1) * block_size])))
+            self.hashes.append(h)
+
+
+@dataclass
+class Entry:
+    seq: Seq
+    tokens: int
+    computed_before: int
+    kind: str  # prefill | decode | recompute
+    recomputed: int = 0  # tokens of this chunk that had been computed before a preemption
+    sampled: bool = False  # set by update(): the chunk reached the last known token
+
+
+@dataclass
+class StepPlan:
+    entries: list[Entry] = field(default_factory=list)
+    preempted: list[Seq] = field(default_factory=list)
+    admitted: list[Seq] = field(default_factory=list)
+    swapped_out_bytes: float = 0.0
+    swapped_in_bytes: float = 0.0
+    free_after_schedule: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(e.tokens for e in self.entries)
+
+
+class _Ctx:
+    __slots__ = ("step", "running_by_tenant")
+
+    def __init__(self, step, running_by_tenant):
+        self.step = step
+        self.running_by_tenant = running_by_tenant
+
+
+class VllmScheduler:
+    """vLLM v1's schedule() / update_from_output() over a BlockPool."""
+
+    def __init__(self, config: SchedulerConfig, max_model_len: int):
+        self.cfg = config
+        self.max_model_len = int(max_model_len)
+        self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
+        self.caching = config.enable_prefix_caching
+        self.waiting = make_policy(config.policy, aging=config.aging, tenant_cap=config.tenant_cap,
+                                   w_in=config.vtc_w_in, w_out=config.vtc_w_out)
+        self.running: list[Seq] = []
+        self.seqs: dict[str, Seq] = {}
+        self.step = 0
+        self._add_seq = 0
+        self.swap = SwapSpace(config.swap_space_bytes, config.kv_bytes_per_token * config.block_size)
+        self.watermark_blocks = int(config.watermark * config.num_gpu_blocks)
+        self._free_slots: list[int] = []
+        self._next_slot = 0
+        self.running_by_tenant: dict[str, int] = {}
+        self._finished_pending = False
+
+    # -- arrivals ---------------------------------------------------------------
+    def add_request(self, req: Request) -> Seq:
+        """Queue a request, or reject it (admission control, like vLLM's HTTP 503)."""
+        seq = Seq(req, self._add_seq, self.step, self.caching)
+        self._add_seq += 1
+        self.seqs[seq.id] = seq
+        c = self.cfg
+        if ((c.max_queued_requests and len(self.waiting) >= c.max_queued_requests)
+                or (c.max_queued_tokens and self.queued_tokens() + req.prompt_len > c.max_queued_tokens)):
+            seq.status = REJECTED
+            return seq
+        if self.caching:
+            seq.extend_hashes(c.block_size)
+        self.waiting.add(seq)
+        return seq
+
+    def queued_tokens(self) -> int:
+        return sum(s.num_tokens - s.num_computed for s in self.waiting)
+
+    def has_requests(self) -> bool:
+        # vLLM still calls schedule() once after requests finish, to tell the workers
+        # (finished_req_ids), so that step is empty but not idle.
+        return bool(self.running) or len(self.waiting) > 0 or self._finished_pending
+
+    # -- block allocation (KVCacheManager.allocate_slots) -------------------------
+    def _allocate(self, seq: Seq, num_new: int, hits: list[int] = (), hit_tokens: int = 0,
+                  admission: bool = False) -> bool:
+        pool, bs = self.pool, self.cfg.block_size
+        computed = seq.num_computed + hit_tokens
+        need_tokens = min(computed + num_new, self.max_model_len)
+        have = len(seq.blocks) + len(hits)
+        evictable_hits = pool.evictable(hits) if hits else 0
+        if admission and self.cfg.scheduler_reserve_full_isl:
+            # vLLM's full-sequence gate: the whole known sequence must fit before admission.
+            full = -(-seq.num_tokens // bs) - have + evictable_hits
+            if full > pool.num_free - self.watermark_blocks:
+                return False
+        new = max(0, -(-need_tokens // bs) - have)
+        reserve = self.watermark_blocks if admission else 0
+        if new + evictable_hits > pool.num_free - reserve:
+            return False
+        if hits:
+            pool.touch(hits, seq.id)
+            seq.blocks.extend(hits)
+            seq.num_cached_blocks = len(seq.blocks)
+        if new:
+            seq.blocks.extend(pool.allocate(new, seq.id))
+        if self.caching:
+            full_blocks = min(computed + num_new, seq.num_tokens) // bs
+            if full_blocks > seq.num_cached_blocks:
+                pool.cache(seq.blocks, seq.hashes, seq.num_cached_blocks, full_blocks, seq.id)
+                seq.num_cached_blocks = full_blocks
+        return True
+
+    def _release_blocks(self, seq: Seq) -> None:
+        self.pool.free(seq.blocks, seq.id)
+        seq.blocks = []
+        seq.num_cached_blocks = 0
+
+    # -- slots (lanes for drawing; no effect on scheduling) ------------------------
+    def _take_slot(self, seq: Seq) -> None:
+        if self._free_slots:
+            seq.slot = min(self._free_slots)
+            self._free_slots.remove(seq.slot)
+        else:
+            seq.slot = self._next_slot
+            self._next_slot += 1
+        self.running_by_tenant[seq.tenant] = self.running_by_tenant.get(seq.tenant, 0) + 1
+
+    def _give_slot(self, seq: Seq) -> None:
+        self._free_slots.append(seq.slot)
+        seq.slot = -1
+        self.running_by_tenant[seq.tenant] -= 1
+
+    # -- preemption ----------------------------------------------------------------
+    def _preempt(self, seq: Seq, plan: StepPlan) -> None:
+        """Free the victim's blocks and put it back at the front of the waiting queue."""
+        swap = (self.cfg.preemption_mode == "swap" and seq.num_computed > 0
+                and self.swap.can_hold(len(seq.blocks)))
+        if swap:
+            plan.swapped_out_bytes += self.swap.swap_out(seq.id, len(seq.blocks))
+            seq.swapped_blocks = len(seq.blocks)
+        else:
+            seq.recompute_until = max(seq.recompute_until, seq.num_computed)
+            seq.num_computed = 0
+        self._release_blocks(seq)
+        self._give_slot(seq)
+        seq.status = PREEMPTED
+        seq.queued_step = self.step
+        self.waiting.prepend(seq)
+        plan.preempted.append(seq)
+
+    # -- one step --------------------------------------------------------------------
+    def _entry(self, seq: Seq, n: int, before: int) -> Entry:
+        if before < seq.recompute_until:
+            done = min(before + n, seq.recompute_until) - before
+            return Entry(seq, n, before, "recompute", done)
+        if before >= seq.prompt_len and seq.num_output > 0:
+            return Entry(seq, n, before, "decode")
+        return Entry(seq, n, before, "prefill")
+
+    def schedule(self) -> StepPlan:
+        self.step += 1
+        self._finished_pending = False
+        cfg, plan = self.cfg, StepPlan()
+        budget = cfg.max_num_batched_tokens
+        # The long-prefill cap is decided once per step and spares a lone request.
+        thr = cfg.long_prefill_token_threshold
+        if not (thr > 0 and len(self.running) + len(self.waiting) > 1):
+            thr = 0
+        scheduled: dict[str, Entry] = {}
+        running = self.running
+
+        # 1. running requests, in admission order
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            n = seq.num_tokens - seq.num_computed
+            if thr:
+                n = min(n, thr)
+            n = min(n, budget, self.max_model_len - 1 - seq.num_computed)
+            if n <= 0:
+                i += 1
+                continue
+            ok = True
+            while not self._allocate(seq, n):
+                victim = self.waiting.victim(running, seq)
+                running.remove(victim)
+                if victim.id in scheduled:  # priority victims may already hold this step's tokens
+                    e = scheduled.pop(victim.id)
+                    budget += e.tokens
+                    victim.num_computed = e.computed_before
+                    i -= 1
+                self._preempt(victim, plan)
+                if victim is seq:
+                    ok = False
+                    break
+            if not ok:
+                if cfg.policy == "priority":
+                    continue  # vLLM moves on to the next running request
+                break  # FCFS: the requester was the last one; the running phase ends
+            scheduled[seq.id] = self._entry(seq, n, seq.num_computed)
+            seq.num_computed += n
+            budget -= n
+            i += 1
+
+        # 2. waiting requests, only if this step preempted nothing
+        if not plan.preempted:
+            ctx = _Ctx(self.step, self.running_by_tenant)
+            while len(self.waiting) and budget > 0 and len(running) < cfg.max_num_seqs:
+                seq = self.waiting.peek(ctx)
+                if seq is None:
+                    break
+                hits, hit_tokens = [], 0
+                if self.caching and seq.num_computed == 0:
+                    hits = self.pool.cached_prefix(seq.hashes, seq.num_tokens)
+                    hit_tokens = len(hits) * cfg.block_size
+                swapped = seq.swapped_blocks > 0
+                n = seq.num_tokens - seq.num_computed - hit_tokens
+                if thr:
+                    n = min(n, thr)
+                if not cfg.enable_chunked_prefill and n > budget:
+                    break
+                n = min(n, budget)
+                if not self._allocate(seq, n, hits, hit_tokens, admission=True):
+                    break  # head-of-line: nobody behind it is tried
+                self.waiting.remove(seq)
+                if swapped:
+                    plan.swapped_in_bytes += self.swap.swap_in(seq.id)
+                    seq.swapped_blocks = 0
+                seq.status = RUNNING
+                running.append(seq)
+                self._take_slot(seq)
+                plan.admitted.append(seq)
+                before = seq.num_computed + hit_tokens
+                scheduled[seq.id] = self._entry(seq, n, before)
+                seq.num_computed = before + n
+                budget -= n
+
+        plan.entries = list(scheduled.values())
+        for e in plan.entries:
+            if e.kind == "prefill":
+                self.waiting.on_prompt_tokens(e.seq, e.tokens)
+        plan.free_after_schedule = self.pool.num_free
+        return plan
+
+    def update(self, plan: StepPlan, sampled: dict[str, int] | None = None) -> list[Seq]:
+        """After the forward pass: a request whose chunk reached its last known token samples
+        one token (a partial prefill's sample is discarded); finished requests free their
+        blocks at once. `sampled` gives real token ids (engine); else the oracle's ids."""
+        finished = []
+        bs = self.cfg.block_size
+        for e in plan.entries:
+            seq = e.seq
+            if seq.num_computed < seq.num_tokens:
+                continue
+            e.sampled = True
+            if seq.tokens is not None:
+                tok = sampled[seq.id] if sampled is not None else output_token(seq.id, seq.num_output)
+                seq.tokens.append(tok)
+            seq.num_output += 1
+            self.waiting.on_sampled(seq)
+            if self.caching:
+                seq.extend_hashes(bs)
+            if seq.num_output >= seq.max_tokens or seq.num_tokens >= self.max_model_len:
+                finished.append(seq)
+        self._finished_pending = bool(finished)
+        for seq in finished:
+            seq.status = FINISHED
+            self.running.remove(seq)
+            self._release_blocks(seq)
+            self._give_slot(seq)
+        return finished

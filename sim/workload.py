@@ -1,0 +1,210 @@
+"""Requests, seeded workload generators, and the workload JSON of the vLLM oracle.
+
+A workload is a config dict plus a list of requests. Token ids are derived
+exactly as the oracle harness (shared/vllm/vllm_trace.py) derives them, so
+prefix-cache hits in the simulator land where they landed in real vLLM.
+"""
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+VOCAB_SIZE = 32000
+MIN_TOKEN_ID = 10  # ids are drawn from [MIN_TOKEN_ID, VOCAB_SIZE); never the fake EOS (2)
+
+# vLLM's own defaults for the knobs a workload may leave out (the oracle's DEFAULT_CONFIG).
+DEFAULT_CONFIG = {
+    "num_gpu_blocks": 10000,
+    "block_size": 16,
+    "max_num_batched_tokens": 8192,
+    "max_num_seqs": 256,
+    "policy": "fcfs",
+    "enable_prefix_caching": False,
+    "long_prefill_token_threshold": 0,
+    "enable_chunked_prefill": True,
+    "max_model_len": None,
+    "scheduler_reserve_full_isl": True,
+    "watermark": 0.0,
+}
+
+
+@dataclass
+class Request:
+    id: str
+    prompt_len: int
+    max_tokens: int
+    arrival_step: int = 0
+    arrival_time: float | None = None  # in the trace's time unit; None = step-driven arrivals
+    tenant: str = "default"
+    priority: int = 0
+    prompt_seed: int | None = None  # requests sharing a seed share a prompt prefix
+    prompt_token_ids: tuple[int, ...] | None = None
+
+    def prompt_tokens(self) -> list[int]:
+        """The oracle's prompt ids: given ids, else a seeded stream (shared seed -> shared prefix)."""
+        if self.prompt_token_ids is not None:
+            return list(self.prompt_token_ids)
+        seed = self.prompt_seed if self.prompt_seed is not None else (1 << 40) + zlib.crc32(self.id.encode())
+        rng = random.Random(seed)
+        return [rng.randrange(MIN_TOKEN_ID, VOCAB_SIZE) for _ in range(self.prompt_len)]
+
+    def to_json(self) -> dict:
+        d = {"id": self.id, "arrival_step": self.arrival_step, "prompt_len": self.prompt_len,
+             "max_tokens": self.max_tokens, "priority": self.priority}
+        if self.arrival_time is not None:
+            d["arrival_time"] = self.arrival_time
+        if self.tenant != "default":
+            d["tenant"] = self.tenant
+        if self.prompt_seed is not None:
+            d["prompt_seed"] = self.prompt_seed
+        if self.prompt_token_ids is not None:
+            d["prompt_token_ids"] = list(self.prompt_token_ids)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Request":
+        ids = d.get("prompt_token_ids")
+        prompt_len = int(d["prompt_len"]) if "prompt_len" in d else len(ids or ())
+        if ids is not None and len(ids) != prompt_len:
+            raise ValueError(f"request {d.get('id')}: prompt_len {prompt_len} but {len(ids)} prompt_token_ids")
+        at = d.get("arrival_time")
+        return cls(
+            id=str(d["id"]), prompt_len=prompt_len, max_tokens=int(d["max_tokens"]),
+            arrival_step=int(d.get("arrival_step", 0)),
+            arrival_time=None if at is None else float(at),
+            tenant=str(d.get("tenant", "default")), priority=int(d.get("priority", 0)),
+            prompt_seed=None if d.get("prompt_seed") is None else int(d["prompt_seed"]),
+            prompt_token_ids=None if ids is None else tuple(int(t) for t in ids),
+        )
+
+
+def output_token(req_id: str, index: int) -> int:
+    """The oracle's fabricated sample for output position `index`: deterministic, never EOS."""
+    return MIN_TOKEN_ID + zlib.crc32(f"{req_id}:{index}".encode()) % (VOCAB_SIZE - MIN_TOKEN_ID)
+
+
+@dataclass
+class Workload:
+    requests: list[Request]
+    config: dict = field(default_factory=dict)
+    name: str = ""
+
+    def to_json(self) -> dict:
+        return {"config": dict(self.config), "requests": [r.to_json() for r in self.requests]}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1)
+
+    @classmethod
+    def from_json(cls, d: dict, name: str = "") -> "Workload":
+        if not isinstance(d, dict) or not isinstance(d.get("requests"), list):
+            raise ValueError("a workload is a JSON object with a 'requests' list (and an optional 'config')")
+        reqs = [Request.from_json(r) for r in d["requests"]]
+        ids = [r.id for r in reqs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("duplicate request ids in workload")
+        for r in reqs:
+            if r.prompt_len < 1 or r.max_tokens < 1:
+                raise ValueError(f"request {r.id}: prompt_len and max_tokens must be at least 1")
+        return cls(requests=reqs, config=dict(d.get("config") or {}), name=name)
+
+    @classmethod
+    def load(cls, path: str) -> "Workload":
+        with open(path) as f:
+            return cls.from_json(json.load(f), name=str(path))
+
+
+# ---------------------------------------------------------------------------
+# Seeded generators
+# ---------------------------------------------------------------------------
+
+def arrivals(kind: str, n: int, rng: np.random.Generator, *, rate: float = 1.0, every: int = 1,
+             burst_size: int = 8, burst_every: int = 50) -> np.ndarray:
+    """Arrival steps (ints, non-decreasing) for n requests.
+
+    all: everyone at step 0; fixed: one every `every` steps; poisson: exponential gaps at
+    `rate` requests per step; bursts: `burst_size` together every `burst_every` steps.
+    """
+    if kind == "all":
+        return np.zeros(n, dtype=np.int64)
+    if kind == "fixed":
+        return np.arange(n, dtype=np.int64) * int(every)
+    if kind == "poisson":
+        return np.floor(np.cumsum(rng.exponential(1.0 / rate, size=n))).astype(np.int64)
+    if kind == "bursts":
+        return (np.arange(n) // int(burst_size)).astype(np.int64) * int(burst_every)
+    raise ValueError(f"unknown arrival process {kind!r} (all, fixed, poisson, bursts)")
+
+
+def lengths(spec: dict | int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Integer lengths >= 1 from a spec: an int (fixed) or {"dist": ...}.
+
+    fixed {value}; uniform {low, high} inclusive; lognormal {median, sigma, max};
+    mixture {parts: [spec...], weights: [...]}.
+    """
+    if isinstance(spec, (int, np.integer)):
+        return np.full(n, int(spec), dtype=np.int64)
+    dist = spec.get("dist", "fixed")
+    if dist == "fixed":
+        out = np.full(n, int(spec["value"]))
+    elif dist == "uniform":
+        out = rng.integers(int(spec["low"]), int(spec["high"]) + 1, size=n)
+    elif dist == "lognormal":
+        out = np.round(rng.lognormal(np.log(float(spec["median"])), float(spec.get("sigma", 1.0)), size=n))
+        if "max" in spec:
+            out = np.minimum(out, int(spec["max"]))
+    elif dist == "mixture":
+        parts = spec["parts"]
+        w = np.asarray(spec.get("weights", [1] * len(parts)), dtype=float)
+        pick = rng.choice(len(parts), size=n, p=w / w.sum())
+        out = np.zeros(n, dtype=np.int64)
+        for i, part in enumerate(parts):  # draw every part for all n so the stream does not depend on `pick`
+            out = np.where(pick == i, lengths(part, n, rng), out)
+    else:
+        raise ValueError(f"unknown length distribution {dist!r}")
+    return np.maximum(np.asarray(out, dtype=np.int64), 1)
+
+
+def generate(n: int, *, seed: int = 0, arrival: str = "all", prompt: dict | int = 64,
+             output: dict | int = 32, tenants: dict[str, float] | None = None,
+             priorities: Sequence[int] | None = None, shared_prefix_groups: int = 0,
+             config: dict | None = None, id_prefix: str = "r", **arrival_kw) -> Workload:
+    """A seeded synthetic workload. Same arguments -> the same workload, always."""
+    rng = np.random.default_rng(seed)
+    steps = arrivals(arrival, n, rng, **arrival_kw)
+    p_len = lengths(prompt, n, rng)
+    o_len = lengths(output, n, rng)
+    names, weights = zip(*(tenants or {"default": 1.0}).items())
+    w = np.asarray(weights, dtype=float)
+    tenant_idx = rng.choice(len(names), size=n, p=w / w.sum())
+    prio = rng.choice(np.asarray(priorities), size=n) if priorities else np.zeros(n, dtype=np.int64)
+    groups = rng.integers(0, shared_prefix_groups, size=n) if shared_prefix_groups else None
+    width = max(4, len(str(n - 1)))
+    reqs = [
+        Request(id=f"{id_prefix}{i:0{width}d}", prompt_len=int(p_len[i]), max_tokens=int(o_len[i]),
+                arrival_step=int(steps[i]), tenant=str(names[tenant_idx[i]]), priority=int(prio[i]),
+                prompt_seed=None if groups is None else 1000 + int(groups[i]))
+        for i in range(n)
+    ]
+    return Workload(requests=reqs, config=dict(config or {}))
+
+
+def merged(*parts: Iterable[Request]) -> list[Request]:
+    """Concatenate request lists in arrival order (stable: ties keep the given order)."""
+    reqs = [r for p in parts for r in p]
+    return sorted(reqs, key=lambda r: r.arrival_step)
+
+
+def effective_config(config: dict | None) -> dict:
+    cfg = dict(DEFAULT_CONFIG)
+    cfg.update(config or {})
+    return cfg
+
+
+def request_dict(r: Request) -> dict:
+    return asdict(r)
