@@ -204,8 +204,13 @@ def _clean(v):
     return v
 
 
+def _dtype_name(t) -> str:
+    name = str(t)
+    return "object" if name in ("str", "string", "object") else name
+
+
 def _table_doc(df: pd.DataFrame) -> dict:
-    return {"columns": list(df.columns), "dtypes": [str(t) for t in df.dtypes],
+    return {"columns": list(df.columns), "dtypes": [_dtype_name(t) for t in df.dtypes],
             "data": [[_clean(v) for v in df[c].tolist()] for c in df.columns]}
 
 
@@ -226,5 +231,5 @@ def kv_table(steps: list[int], blocks: list[int], reqs: list[str], ops: list[int
         "step": np.asarray(steps, dtype=np.int64),
         "block": np.asarray(blocks, dtype=np.int64),
         "request": pd.Series(reqs, dtype=object),
-        "op": names[np.asarray(ops, dtype=np.int64)] if ops else np.array([], dtype=object),
+        "op": pd.Series(names[np.asarray(ops, dtype=np.int64)] if ops else [], dtype=object),
     })

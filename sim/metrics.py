@@ -1,0 +1,188 @@
+"""Metrics from any Trace, whatever produced it (simulator, engine, llama-server log).
+
+Times are in the trace's time unit (meta["time_unit"]). A token is "delivered" at the end of
+the step that sampled it. Values a trace cannot support (no timestamps, no tenants) come out
+as NaN rather than guesses.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .trace import Trace
+
+
+def _token_times(trace: Trace) -> pd.DataFrame:
+    """One row per sampled token: request, step, time (end of its step)."""
+    b = trace.batch
+    s = trace.steps
+    sampled = b[b["sampled"].to_numpy(dtype=bool)]
+    end = pd.Series(s["end"].to_numpy(), index=s["step"].to_numpy())
+    return pd.DataFrame({"request": sampled["request"].to_numpy(),
+                         "step": sampled["step"].to_numpy(),
+                         "time": end.reindex(sampled["step"].to_numpy()).to_numpy()})
+
+
+def per_request(trace: Trace) -> pd.DataFrame:
+    """Per request: wait (arrival -> first scheduled), TTFT, end-to-end latency, inter-token
+    gaps (mean and worst), tokens, preemptions."""
+    r = trace.requests
+    out = pd.DataFrame({"request": r["request"], "tenant": r["tenant"]})
+    arr = r["arrival_time"].to_numpy(dtype=float)
+    out["wait"] = r["first_scheduled_time"].to_numpy(dtype=float) - arr
+    out["ttft"] = r["first_token_time"].to_numpy(dtype=float) - arr
+    out["e2e"] = r["finish_time"].to_numpy(dtype=float) - arr
+    out["wait_steps"] = (r["first_scheduled_step"].astype("Float64") - r["arrival_step"].astype("Float64") - 1
+                         ).to_numpy(dtype=float, na_value=np.nan)
+    tok = _token_times(trace)
+    if len(tok):
+        tok = tok.sort_values(["request", "step"], kind="stable")
+        gaps = tok.groupby("request", sort=False)["time"].diff()
+        g = pd.DataFrame({"request": tok["request"], "gap": gaps}).dropna()
+        agg = g.groupby("request")["gap"].agg(["mean", "max"])
+        out["itl_mean"] = out["request"].map(agg["mean"]).astype(float)
+        out["itl_worst"] = out["request"].map(agg["max"]).astype(float)
+    else:
+        out["itl_mean"] = np.nan
+        out["itl_worst"] = np.nan
+    out["output_tokens"] = r["output_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    out["preemptions"] = r["preemptions"].to_numpy()
+    out["recomputed_tokens"] = r["recomputed_tokens"].to_numpy()
+    out["rejected"] = r["rejected"].to_numpy(dtype=bool)
+    return out
+
+
+def littles_law(trace: Trace) -> dict:
+    """L (time-average requests in the system), λ (completions per time unit), W (mean time in
+    system of completed requests) and λW. They agree when the run is long and stable."""
+    r = trace.requests
+    ok = ~r["rejected"].to_numpy(dtype=bool)
+    a = r["arrival_time"].to_numpy(dtype=float)[ok]
+    f = r["finish_time"].to_numpy(dtype=float)[ok]
+    done = ~np.isnan(f)
+    if trace.steps.empty or not done.any():
+        return {"L": math.nan, "lambda": math.nan, "W": math.nan, "lambda_W": math.nan}
+    t0 = float(np.nanmin(a)) if len(a) else 0.0
+    t1 = float(trace.steps["end"].max())
+    span = max(t1 - t0, 1e-12)
+    f_eff = np.where(done, f, t1)  # unfinished requests are in the system until the end
+    L = float(np.sum(np.clip(f_eff, t0, t1) - np.clip(a, t0, t1)) / span)
+    lam = float(done.sum() / span)
+    W = float(np.mean(f[done] - a[done]))
+    return {"L": L, "lambda": lam, "W": W, "lambda_W": lam * W}
+
+
+def jain_index(values) -> float:
+    """Jain's fairness index: 1 when all equal, 1/n when one gets everything."""
+    x = np.asarray(list(values), dtype=float)
+    if len(x) == 0 or not np.any(x):
+        return math.nan
+    return float(x.sum() ** 2 / (len(x) * np.sum(x ** 2)))
+
+
+def tenant_service(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> pd.DataFrame:
+    """Cumulative weighted service per tenant after each step (steps x tenants): prompt tokens
+    count w_in each, generated tokens w_out each (VTC's cost function); recompute is free
+    (the server's loss, not the tenant's gain)."""
+    b = trace.batch
+    steps = trace.steps["step"].to_numpy()
+    tenants = trace.requests.set_index("request")["tenant"]
+    if b.empty:
+        return pd.DataFrame(index=pd.Index(steps, name="step"))
+    kind = b["kind"].to_numpy()
+    w = np.where(kind == "prefill", w_in * b["tokens"].to_numpy(dtype=float), 0.0)
+    w = w + np.where(b["sampled"].to_numpy(dtype=bool), w_out, 0.0)
+    df = pd.DataFrame({"step": b["step"].to_numpy(), "tenant": tenants.reindex(b["request"]).to_numpy(), "w": w})
+    table = df.pivot_table(index="step", columns="tenant", values="w", aggfunc="sum", fill_value=0.0)
+    return table.reindex(steps, fill_value=0.0).cumsum().rename_axis("step")
+
+
+def backlogged(trace: Trace) -> pd.DataFrame:
+    """Steps x tenants: True where the tenant has a request arrived and not yet finished."""
+    r = trace.requests
+    steps = trace.steps["step"].to_numpy()
+    out = {}
+    for t, g in r.groupby("tenant", sort=True):
+        arr = g["arrival_step"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) + 1
+        fin = g["finish_step"].astype("Float64").to_numpy(dtype=float, na_value=np.inf)
+        fin = np.where(g["rejected"].to_numpy(dtype=bool), arr - 1, fin)
+        delta = np.zeros(len(steps) + 2)
+        idx_a = np.searchsorted(steps, arr[~np.isnan(arr)])
+        idx_f = np.searchsorted(steps, fin[~np.isnan(arr)], side="right")
+        np.add.at(delta, idx_a, 1)
+        np.add.at(delta, idx_f, -1)
+        out[t] = np.cumsum(delta)[: len(steps)] > 0
+    return pd.DataFrame(out, index=pd.Index(steps, name="step"))
+
+
+def max_service_gap(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> float:
+    """Largest difference in service two tenants received over an interval in which both
+    were backlogged (the quantity VTC bounds)."""
+    svc = tenant_service(trace, w_in, w_out)
+    bl = backlogged(trace)
+    names = [t for t in svc.columns if t in bl.columns]
+    worst = 0.0
+    for i, a in enumerate(names):
+        for c in names[i + 1:]:
+            both = (bl[a] & bl[c]).to_numpy()
+            diff = (svc[a] - svc[c]).to_numpy()
+            prev = np.concatenate([[0.0], diff[:-1]])  # service difference before each step
+            start = None
+            for k in range(len(both)):  # per backlogged interval: max - min of the running difference
+                if both[k] and start is None:
+                    start, lo, hi = prev[k], prev[k], prev[k]
+                if both[k]:
+                    lo, hi = min(lo, diff[k]), max(hi, diff[k])
+                    worst = max(worst, hi - start, start - lo)
+                elif start is not None:
+                    start = None
+    return float(worst)
+
+
+def summary(trace: Trace) -> dict:
+    """The headline numbers of a run, as a flat dict (NaN where the trace cannot say)."""
+    pr = per_request(trace)
+    s = trace.steps
+    done = pr[~pr["rejected"] & pr["e2e"].notna()]
+    busy = s[~s["idle"].to_numpy(dtype=bool)] if len(s) else s
+    span = float(s["end"].max() - s["start"].min()) if len(s) else math.nan
+    out_tokens = float(np.nansum(pr["output_tokens"].to_numpy()))
+    max_seqs = (trace.meta.get("config") or {}).get("max_num_seqs") or trace.meta.get("slots")
+    ll = littles_law(trace)
+    svc = tenant_service(trace)
+    per_tenant = svc.iloc[-1] if len(svc) and len(svc.columns) else pd.Series(dtype=float)
+
+    def q(col, p):
+        v = done[col].dropna().to_numpy()
+        return float(np.percentile(v, p)) if len(v) else math.nan
+
+    def m(col, frame=done):
+        v = frame[col].dropna().to_numpy()
+        return float(v.mean()) if len(v) else math.nan
+
+    return {
+        "requests": int(len(pr)),
+        "finished": int(len(done)),
+        "rejected": int(pr["rejected"].sum()),
+        "steps": int(len(s)),
+        "busy_steps": int(len(busy)),
+        "duration": span,
+        "time_unit": trace.time_unit,
+        "ttft_mean": m("ttft"), "ttft_p50": q("ttft", 50), "ttft_p99": q("ttft", 99),
+        "itl_mean": m("itl_mean"),
+        "itl_worst": float(done["itl_worst"].max()) if done["itl_worst"].notna().any() else math.nan,
+        "e2e_mean": m("e2e"), "wait_mean": m("wait"),
+        "output_tokens": out_tokens,
+        "throughput": out_tokens / span if span and span > 0 else math.nan,
+        "tokens_per_step": float(busy["num_tokens"].mean()) if len(busy) else math.nan,
+        "slot_utilization": (float(busy["num_seqs"].sum()) / (len(busy) * max_seqs)
+                             if max_seqs and len(busy) else math.nan),
+        "preemptions": int(pr["preemptions"].sum()),
+        "recomputed_tokens": int(pr["recomputed_tokens"].sum()),
+        "L": ll["L"], "lambda": ll["lambda"], "W": ll["W"], "lambda_W": ll["lambda_W"],
+        "tenants": int(trace.requests["tenant"].nunique()),
+        "jain_index": jain_index(per_tenant.to_numpy()) if len(per_tenant) > 1 else math.nan,
+        "max_service_gap": max_service_gap(trace) if len(per_tenant) > 1 else math.nan,
+    }
