@@ -95,16 +95,25 @@ class BlockPool:
                 self.num_cached_free -= 1
                 self._log(b, "", EVICTED)
             self.ref_cnt[b] = 1
-            self._log(b, rid, ACQUIRE)
             out.append(b)
+        n_out = len(out)
+        self.log_step.extend([self.step] * n_out)
+        self.log_block.extend(out)
+        self.log_req.extend([rid] * n_out)
+        self.log_op.extend([ACQUIRE] * n_out)
         return out
 
     def free(self, blocks: list[int], rid: str) -> None:
         """Release a request's blocks, tail first (vLLM frees them in reverse order)."""
         front = []
-        for b in reversed(blocks):
+        order = blocks[::-1]
+        n_out = len(order)
+        self.log_step.extend([self.step] * n_out)
+        self.log_block.extend(order)
+        self.log_req.extend([rid] * n_out)
+        self.log_op.extend([RELEASE] * n_out)
+        for b in order:
             self.ref_cnt[b] -= 1
-            self._log(b, rid, RELEASE)
             if self.ref_cnt[b] == 0:
                 if self.block_hash[b] is None:
                     front.append(b)

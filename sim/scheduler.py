@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .kvpool import BlockPool, SwapSpace
-from .policies import make_policy
+from .policies import WaitingQueue, make_policy
 from .workload import Request, output_token
 
 WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
@@ -67,7 +67,7 @@ class Seq:
 
     __slots__ = ("req", "id", "tenant", "priority", "prompt_len", "max_tokens", "add_seq", "status",
                  "num_computed", "num_output", "blocks", "num_cached_blocks", "tokens", "hashes",
-                 "recompute_until", "swapped_blocks", "queued_step", "slot")
+                 "recompute_until", "swapped_blocks", "queued_step", "slot", "num_tokens")
 
     def __init__(self, req: Request, add_seq: int, step: int, with_tokens: bool):
         self.req = req
@@ -80,6 +80,7 @@ class Seq:
         self.status = WAITING
         self.num_computed = 0
         self.num_output = 0
+        self.num_tokens = req.prompt_len  # prompt + generated (vLLM's num_tokens); kept by update()
         self.blocks: list[int] = []
         self.num_cached_blocks = 0
         self.tokens: list[int] | None = req.prompt_tokens() if with_tokens else None
@@ -88,10 +89,6 @@ class Seq:
         self.swapped_blocks = 0
         self.queued_step = step
         self.slot = -1
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt_len + self.num_output
 
     def extend_hashes(self, block_size: int) -> None:
         """Chain hashes of every full block of known tokens (vLLM's request block hasher)."""
@@ -102,14 +99,18 @@ class Seq:
             self.hashes.append(h)
 
 
-@dataclass
 class Entry:
-    seq: Seq
-    tokens: int
-    computed_before: int
-    kind: str  # prefill | decode | recompute
-    recomputed: int = 0  # tokens of this chunk that had been computed before a preemption
-    sampled: bool = False  # set by update(): the chunk reached the last known token
+    """One request's part of a step."""
+
+    __slots__ = ("seq", "tokens", "computed_before", "kind", "recomputed", "sampled")
+
+    def __init__(self, seq: Seq, tokens: int, computed_before: int, kind: str, recomputed: int = 0):
+        self.seq = seq
+        self.tokens = tokens
+        self.computed_before = computed_before
+        self.kind = kind  # prefill | decode | recompute
+        self.recomputed = recomputed  # tokens of this chunk computed before a preemption
+        self.sampled = False  # set by update(): the chunk reached the last known token
 
 
 @dataclass
@@ -120,10 +121,8 @@ class StepPlan:
     swapped_out_bytes: float = 0.0
     swapped_in_bytes: float = 0.0
     free_after_schedule: int = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(e.tokens for e in self.entries)
+    num_tokens: int = 0
+    context_tokens: int = 0
 
 
 class _Ctx:
@@ -154,6 +153,8 @@ class VllmScheduler:
         self._next_slot = 0
         self.running_by_tenant: dict[str, int] = {}
         self._finished_pending = False
+        # fairness policies count service; skip the hook calls for the others
+        self._charges_service = type(self.waiting).on_sampled is not WaitingQueue.on_sampled
 
     # -- arrivals ---------------------------------------------------------------
     def add_request(self, req: Request) -> Seq:
@@ -267,37 +268,52 @@ class VllmScheduler:
             thr = 0
         scheduled: dict[str, Entry] = {}
         running = self.running
+        bs = cfg.block_size
+        fast = not self.caching  # without hashing, a chunk inside held blocks needs no allocator call
+        context = 0  # KV tokens the step's attention reads, summed over its requests
 
         # 1. running requests, in admission order
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
             n = seq.num_tokens - seq.num_computed
-            if thr:
-                n = min(n, thr)
-            n = min(n, budget, self.max_model_len - 1 - seq.num_computed)
+            if thr and n > thr:
+                n = thr
+            if n > budget:
+                n = budget
+            # (vLLM also caps at max_model_len - 1 - computed; a running request always has
+            # num_tokens < max_model_len, since update() finishes it there, so that cap never binds)
             if n <= 0:
                 i += 1
                 continue
-            ok = True
-            while not self._allocate(seq, n):
+            ok = fast and seq.num_computed + n <= len(seq.blocks) * bs
+            # allocate, preempting victims until it fits; `ok` stays False only if the
+            # requester itself was preempted (the loop's `break`)
+            while not ok and not self._allocate(seq, n):
                 victim = self.waiting.victim(running, seq)
                 running.remove(victim)
                 if victim.id in scheduled:  # priority victims may already hold this step's tokens
                     e = scheduled.pop(victim.id)
                     budget += e.tokens
+                    context -= e.computed_before + e.tokens
                     victim.num_computed = e.computed_before
                     i -= 1
                 self._preempt(victim, plan)
                 if victim is seq:
-                    ok = False
                     break
+            else:
+                ok = True
             if not ok:
                 if cfg.policy == "priority":
                     continue  # vLLM moves on to the next running request
                 break  # FCFS: the requester was the last one; the running phase ends
-            scheduled[seq.id] = self._entry(seq, n, seq.num_computed)
-            seq.num_computed += n
+            before = seq.num_computed
+            if before >= seq.prompt_len and seq.num_output and before >= seq.recompute_until:
+                scheduled[seq.id] = Entry(seq, n, before, "decode")  # the common case, inlined
+            else:
+                scheduled[seq.id] = self._entry(seq, n, before)
+            seq.num_computed = before + n
+            context += before + n
             budget -= n
             i += 1
 
@@ -332,12 +348,16 @@ class VllmScheduler:
                 before = seq.num_computed + hit_tokens
                 scheduled[seq.id] = self._entry(seq, n, before)
                 seq.num_computed = before + n
+                context += before + n
                 budget -= n
 
         plan.entries = list(scheduled.values())
-        for e in plan.entries:
-            if e.kind == "prefill":
-                self.waiting.on_prompt_tokens(e.seq, e.tokens)
+        plan.num_tokens = cfg.max_num_batched_tokens - budget
+        plan.context_tokens = context
+        if self._charges_service:
+            for e in plan.entries:
+                if e.kind == "prefill":
+                    self.waiting.on_prompt_tokens(e.seq, e.tokens)
         plan.free_after_schedule = self.pool.num_free
         return plan
 
@@ -347,6 +367,7 @@ class VllmScheduler:
         blocks at once. `sampled` gives real token ids (engine); else the oracle's ids."""
         finished = []
         bs = self.cfg.block_size
+        on_sampled = self.waiting.on_sampled if self._charges_service else None
         for e in plan.entries:
             seq = e.seq
             if seq.num_computed < seq.num_tokens:
@@ -356,7 +377,9 @@ class VllmScheduler:
                 tok = sampled[seq.id] if sampled is not None else output_token(seq.id, seq.num_output)
                 seq.tokens.append(tok)
             seq.num_output += 1
-            self.waiting.on_sampled(seq)
+            seq.num_tokens += 1
+            if on_sampled is not None:
+                on_sampled(seq)
             if self.caching:
                 seq.extend_hashes(bs)
             if seq.num_output >= seq.max_tokens or seq.num_tokens >= self.max_model_len:

@@ -16,6 +16,7 @@ from .scheduler import SchedulerConfig, Seq, StepPlan, VllmScheduler
 from .trace import Trace, kv_table, table_from_columns
 from .workload import Workload
 
+BATCH_COLUMNS = ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")
 SWAP_LINK_BYTES_PER_S = 31.5e9  # PCIe 4.0 x16, the lesson's swap link (Example 8)
 
 SCHEDULERS: dict[str, Callable] = {"vllm": VllmScheduler}
@@ -53,7 +54,7 @@ class Recorder:
                                       "recompute_tokens", "num_seqs", "running", "waiting", "free_blocks",
                                       "free_blocks_after_schedule", "cached_free_blocks", "preempted",
                                       "finished", "arrived", "idle", "swap_bytes")}
-        self.batch = {k: [] for k in ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")}
+        self.batch = {k: [] for k in BATCH_COLUMNS}
         self.events = {k: [] for k in ("step", "time", "request", "kind", "detail")}
         self.counters = {k: [] for k in ("step", "tenant", "value")}
 
@@ -139,8 +140,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
             continue
 
         plan = sched.schedule()
-        ctx_total = sum(e.computed_before + e.tokens for e in plan.entries)
-        dt = cost.step_time_totals(plan.num_tokens, ctx_total)
+        dt = cost.step_time_totals(plan.num_tokens, plan.context_tokens)
         swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
         dt += swap_bytes * swap_unit_per_byte
         finished = sched.update(plan)
@@ -178,25 +178,32 @@ def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out):
 def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived, info, caching, oracle_out,
                  swap_bytes):
     pool = sched.pool
+    ents = plan.entries
     b = rec.batch
+    b["step"].extend([step] * len(ents))
+    b["request"].extend([e.seq.id for e in ents])
+    b["slot"].extend([e.seq.slot if e.seq.slot >= 0 else info[e.seq.id].get("slot", -1) for e in ents])
+    b["kind"].extend([e.kind for e in ents])
+    b["tokens"].extend([e.tokens for e in ents])
+    b["computed_before"].extend([e.computed_before for e in ents])
+    b["sampled"].extend([e.sampled for e in ents])
     prefill = decode = recompute = 0
     sampled_ids = []
-    for e in plan.entries:
-        seq = e.seq
-        got = e.sampled
-        if got:
-            sampled_ids.append(seq.id)
-        b["step"].append(step)
-        b["request"].append(seq.id)
-        b["slot"].append(seq.slot if seq.slot >= 0 else _last_slot(info, seq))
-        b["kind"].append(e.kind)
-        b["tokens"].append(e.tokens)
-        b["computed_before"].append(e.computed_before)
-        b["sampled"].append(got)
-        d = info[seq.id]
-        if e.kind == "decode":
+    for e in ents:
+        kind = e.kind
+        if kind == "decode":
             decode += e.tokens
-        elif e.kind == "recompute":
+            if e.sampled:
+                sampled_ids.append(e.seq.id)
+            continue  # a decoding request was scheduled and sampled before; nothing new to note
+        seq = e.seq
+        d = info[seq.id]
+        if e.sampled:
+            sampled_ids.append(seq.id)
+            if "first_token_step" not in d:
+                d["first_token_step"] = step
+                d["first_token_time"] = end
+        if kind == "recompute":
             recompute += e.tokens
             d["recomputed_tokens"] = d.get("recomputed_tokens", 0) + e.recomputed
         else:
@@ -205,9 +212,6 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
             d["first_scheduled_step"] = step
             d["first_scheduled_time"] = start
             d["cached_tokens"] = e.computed_before
-        if got and "first_token_step" not in d:
-            d["first_token_step"] = step
-            d["first_token_time"] = end
     for seq in plan.admitted:
         d = info[seq.id]
         kind = "resume" if d.get("preemptions") else "admit"
@@ -256,23 +260,19 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
         oracle_out.write(json.dumps(line) + "\n")
 
 
-def _last_slot(info, seq):
-    return info[seq.id].get("slot", -1)
-
-
 def _build_trace(workload, cfg, mode, cost, rec, info, seqs, pool) -> Trace:
-    rows = {k: [] for k in ("request", "tenant", "priority", "prompt_len", "max_tokens", "arrival_step",
-                            "arrival_time", "first_scheduled_step", "first_scheduled_time", "first_token_step",
-                            "first_token_time", "finish_step", "finish_time", "output_tokens", "cached_tokens",
-                            "preemptions", "recomputed_tokens", "rejected", "finish_reason", "slot")}
-    for r in workload.requests:
-        d = info[r.id]
-        vals = {"request": r.id, "tenant": r.tenant, "priority": r.priority, "prompt_len": r.prompt_len,
-                "max_tokens": r.max_tokens, "preemptions": d.get("preemptions", 0),
-                "recomputed_tokens": d.get("recomputed_tokens", 0), "rejected": d.get("rejected", False),
-                "finish_reason": "rejected" if d.get("rejected") else d.get("finish_reason", "")}
-        for k in rows:
-            rows[k].append(vals[k] if k in vals else d.get(k))
+    reqs = workload.requests
+    ds = [info[r.id] for r in reqs]
+    rows = {"request": [r.id for r in reqs], "tenant": [r.tenant for r in reqs],
+            "priority": [r.priority for r in reqs], "prompt_len": [r.prompt_len for r in reqs],
+            "max_tokens": [r.max_tokens for r in reqs],
+            "preemptions": [d.get("preemptions", 0) for d in ds],
+            "recomputed_tokens": [d.get("recomputed_tokens", 0) for d in ds],
+            "rejected": [d.get("rejected", False) for d in ds],
+            "finish_reason": ["rejected" if d.get("rejected") else d.get("finish_reason", "") for d in ds]}
+    for k in ("arrival_step", "arrival_time", "first_scheduled_step", "first_scheduled_time", "first_token_step",
+              "first_token_time", "finish_step", "finish_time", "output_tokens", "cached_tokens", "slot"):
+        rows[k] = [d.get(k) for d in ds]
     requests = table_from_columns("requests", rows)
     steps = table_from_columns("steps", rec.steps)
     batch = table_from_columns("batch", rec.batch)
