@@ -78,12 +78,12 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
         if v is None:
             v = [None] * n
         if t == "str":
-            out[c] = pd.Series(["" if x is None else str(x) for x in v], dtype=object)
-        elif t in ("Int64",):
-            out[c] = pd.array([None if (x is None or (isinstance(x, float) and math.isnan(x))) else int(x)
-                               for x in v], dtype="Int64")
+            col = pd.Series(v, dtype=object)
+            out[c] = col.where(col.notna(), "") if n else col
+        elif t == "Int64":
+            out[c] = pd.array(np.asarray(v, dtype=np.float64) if n else np.zeros(0), dtype="Int64")
         elif t == "float64":
-            out[c] = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64) if n else np.zeros(0)
+            out[c] = np.asarray(v, dtype=np.float64) if n else np.zeros(0)
         else:
             out[c] = np.asarray(v, dtype=t) if n else np.zeros(0, dtype=t)
     extra = {c: v for c, v in cols.items() if c not in SCHEMA[name]}
