@@ -48,6 +48,7 @@ class SchedulerConfig:
     vtc_w_out: float = 2.0
     max_queued_requests: int = 0  # admission control: 0 = unlimited
     max_queued_tokens: int = 0
+    cont_batching: bool = True  # llama_slots only: -cb / -nocb
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SchedulerConfig":

@@ -82,6 +82,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
              progress: Callable[[int, int], None] | None = None) -> Trace:
     """Run `workload` (its own config, overridden by `config`) and return the Trace."""
     cfg, mode = resolve_config(workload, config)
+    from . import llamaslots  # noqa: F401  (registers "llama_slots"; imported here to avoid a cycle)
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
     check_fits(workload, cfg, mml)
@@ -108,6 +109,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     n_total, n_done = len(pending), 0
     pi = 0
     step, clock = 0, 0.0
+    stalled = 0
     idle_dt = cost.step_time(1, [1])  # an idle tick: the engine polls, no model pass
     tracks_counters = bool(sched.waiting.state()) or cfg.policy == "vtc"
 
@@ -140,6 +142,10 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
             continue
 
         plan = sched.schedule()
+        stalled = 0 if (plan.entries or plan.admitted or plan.preempted) else stalled + 1
+        if stalled > 1000:
+            raise RuntimeError(f"no progress for 1000 steps at step {step}: the KV pool is too small for "
+                               f"the requests in flight")
         dt = cost.step_time_totals(plan.num_tokens, plan.context_tokens)
         swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
         dt += swap_bytes * swap_unit_per_byte

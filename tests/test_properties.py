@@ -102,3 +102,21 @@ def test_trace_consistent_and_deterministic(wl):
     sums = a.batch.groupby("step")["tokens"].sum()
     assert (s.set_index("step")["num_tokens"].reindex(sums.index) == sums).all()
     assert (s["end"] >= s["start"]).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenarios(), st.booleans())
+def test_llama_slots_invariants(wl, cb):
+    cfg = dict(wl.config, scheduler="llama_slots", cont_batching=cb, num_gpu_blocks=2000, block_size=16)
+    tr = simulate(Workload(wl.requests, config=cfg))
+    n_batch, slots = cfg["max_num_batched_tokens"], cfg["max_num_seqs"]
+    assert (tr.steps["num_tokens"] <= n_batch).all()
+    assert (tr.batch["slot"] < slots).all()
+    assert int(tr.requests["preemptions"].sum()) == 0
+    for r in wl.requests:
+        got = tr.requests.set_index("request").loc[r.id]
+        assert int(got["output_tokens"]) == r.max_tokens
+    # decode tokens come before prompt chunks in every batch
+    for _, g in tr.batch.groupby("step"):
+        kinds = list(g["kind"])
+        assert kinds == sorted(kinds, key=lambda k: k != "decode")
