@@ -119,6 +119,8 @@ class StepPlan:
     entries: list[Entry] = field(default_factory=list)
     preempted: list[Seq] = field(default_factory=list)
     admitted: list[Seq] = field(default_factory=list)
+    swap_out: dict = field(default_factory=dict)  # request id -> GPU blocks to copy out
+    swap_in: dict = field(default_factory=dict)  # request id -> GPU blocks to copy back into
     swapped_out_bytes: float = 0.0
     swapped_in_bytes: float = 0.0
     free_after_schedule: int = 0
@@ -137,8 +139,10 @@ class _Ctx:
 class VllmScheduler:
     """vLLM v1's schedule() / update_from_output() over a BlockPool."""
 
-    def __init__(self, config: SchedulerConfig, max_model_len: int):
+    def __init__(self, config: SchedulerConfig, max_model_len: int, keep_tokens: bool = False):
         self.cfg = config
+        # token ids are needed for prefix hashing, and by an engine that feeds them to a model
+        self.keep_tokens = keep_tokens or config.enable_prefix_caching
         self.max_model_len = int(max_model_len)
         self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
         self.caching = config.enable_prefix_caching
@@ -160,7 +164,7 @@ class VllmScheduler:
     # -- arrivals ---------------------------------------------------------------
     def add_request(self, req: Request) -> Seq:
         """Queue a request, or reject it (admission control, like vLLM's HTTP 503)."""
-        seq = Seq(req, self._add_seq, self.step, self.caching)
+        seq = Seq(req, self._add_seq, self.step, self.keep_tokens)
         self._add_seq += 1
         self.seqs[seq.id] = seq
         c = self.cfg
@@ -237,6 +241,9 @@ class VllmScheduler:
         swap = (self.cfg.preemption_mode == "swap" and seq.num_computed > 0
                 and self.swap.can_hold(len(seq.blocks)))
         if swap:
+            # the engine copies these blocks to host memory before the step's forward pass
+            # can overwrite them (they are free again from here on)
+            plan.swap_out[seq.id] = list(seq.blocks)
             plan.swapped_out_bytes += self.swap.swap_out(seq.id, len(seq.blocks))
             seq.swapped_blocks = len(seq.blocks)
         else:
@@ -341,6 +348,7 @@ class VllmScheduler:
                 self.waiting.remove(seq)
                 if swapped:
                     plan.swapped_in_bytes += self.swap.swap_in(seq.id)
+                    plan.swap_in[seq.id] = seq.blocks[: seq.swapped_blocks]  # restore into these
                     seq.swapped_blocks = 0
                 seq.status = RUNNING
                 running.append(seq)
