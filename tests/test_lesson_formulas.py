@@ -138,8 +138,10 @@ def test_example10_disaggregation():
 
 def test_figures_are_json():
     figures = lesson.figures()
-    assert set(figures) == {"decode_utilization", "prefill_interference", "chunked_prefill",
-                            "littles_law", "preemption_costs", "disaggregation"}
+    assert set(figures) == {"decode_utilization", "static_batching", "continuous_batching",
+                            "prefill_interference", "chunked_prefill", "policies", "littles_law",
+                            "preemption", "tenant_fairness", "disaggregation", "mini_vllm"}
+    assert {k: figures["preemption"][k] for k in ("swap_ms", "recompute_ms")} == lesson.preemption_costs()
     assert json.loads(json.dumps(figures)) == figures
 
 
