@@ -141,6 +141,11 @@ def max_service_gap(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> floa
     return float(worst)
 
 
+def useful_slot_steps(trace: Trace) -> int:
+    """Slot-steps that did work (padding rows of static batching hold a slot and do none)."""
+    return int((trace.batch["kind"].to_numpy() != "padding").sum())
+
+
 def summary(trace: Trace) -> dict:
     """The headline numbers of a run, as a flat dict (NaN where the trace cannot say)."""
     pr = per_request(trace)
@@ -177,7 +182,7 @@ def summary(trace: Trace) -> dict:
         "output_tokens": out_tokens,
         "throughput": out_tokens / span if span and span > 0 else math.nan,
         "tokens_per_step": float(busy["num_tokens"].mean()) if len(busy) else math.nan,
-        "slot_utilization": (float(busy["num_seqs"].sum()) / (len(busy) * max_seqs)
+        "slot_utilization": (useful_slot_steps(trace) / (len(busy) * max_seqs)
                              if max_seqs and len(busy) else math.nan),
         "preemptions": int(pr["preemptions"].sum()),
         "recomputed_tokens": int(pr["recomputed_tokens"].sum()),

@@ -361,7 +361,11 @@ class VllmScheduler:
                 budget -= n
 
         plan.entries = list(scheduled.values())
-        plan.num_tokens = cfg.max_num_batched_tokens - budget
+        return self._close_plan(plan, budget, context)
+
+    def _close_plan(self, plan: StepPlan, budget_left: int, context: int) -> StepPlan:
+        """Totals of a scheduled step, and the service the fairness policy charges for it."""
+        plan.num_tokens = self.cfg.max_num_batched_tokens - budget_left
         plan.context_tokens = context
         if self._charges_service:
             for e in plan.entries:

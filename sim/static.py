@@ -83,14 +83,7 @@ class StaticScheduler(VllmScheduler):
             plan.entries.append(self._entry(seq, n, seq.num_computed))
             seq.num_computed += n
             budget -= n
-        plan.num_tokens = self.cfg.max_num_batched_tokens - budget
-        plan.context_tokens = context
-        if self._charges_service:
-            for e in plan.entries:
-                if e.kind == "prefill":
-                    self.waiting.on_prompt_tokens(e.seq, e.tokens)
-        plan.free_after_schedule = self.pool.num_free
-        return plan
+        return self._close_plan(plan, budget, context)
 
     def update(self, plan: StepPlan, sampled: dict[str, int] | None = None) -> list:
         """A member whose chunk reached its last known token samples one; when every member

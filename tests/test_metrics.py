@@ -67,3 +67,12 @@ def test_summary_keys_and_rejections():
     for k in ("ttft_mean", "itl_worst", "throughput", "L", "lambda", "W", "lambda_W", "jain_index",
               "max_service_gap", "preemptions", "recomputed_tokens"):
         assert k in s
+
+
+def test_static_batching_utilisation_counts_padding_as_waste():
+    outs = [12, 3, 7, 20, 5, 9, 4, 15]
+    reqs = [Request(f"r{i}", 1, n) for i, n in enumerate(outs)]
+    tr = simulate(Workload(reqs, config={"scheduler": "static", "max_num_seqs": 4, "num_gpu_blocks": 100}))
+    s = summary(tr)
+    assert s["busy_steps"] == 35
+    assert s["slot_utilization"] == pytest.approx(75 / 140)
