@@ -25,6 +25,8 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Sequence
 
+import numpy as np
+
 from sim.cost import (
     CostModel,
     RooflineCost,
@@ -150,29 +152,31 @@ def decoders_with_long_prompt(decoders: int, prompt_tokens: int, budget: int | N
     """
     if budget is not None and budget <= decoders:
         raise ValueError("the budget must leave room for a prompt chunk")
-    left = prompt_tokens
-    clock = arrived_at = first_token = worst_gap = 0.0
-    prompt_steps = 0
-    steps = []
-    step = 0
-    while (last_step is None and left > 0) or (last_step is not None and step < last_step):
-        step += 1
-        chunk = 0
-        if step == arrival_step:
-            arrived_at = clock
-        if step >= arrival_step and left > 0:
-            chunk = left if budget is None else min(left, budget - decoders)
-        tokens = decoders + chunk
-        step_cost = cost.step_time(tokens, ())
-        clock += step_cost
-        worst_gap = max(worst_gap, step_cost)
-        if chunk:
-            left -= chunk
-            prompt_steps += 1
-            if left == 0:
-                first_token = clock - arrived_at
-        steps.append({"step": step, "tokens": tokens, "chunk": chunk, "cost": step_cost, "clock": clock})
-    return {"steps": steps, "prompt_steps": prompt_steps, "first_token": first_token, "worst_gap": worst_gap}
+    # Through the vLLM scheduler: decoders are 1-token prompts that keep generating (their
+    # step-1 "prompt" token is the lesson's step-1 decode token); the long request arrives
+    # right before `arrival_step` and stops after its first token, so every later step holds
+    # exactly the decoders' tokens plus the next chunk, as in the lesson.
+    chunk_room = prompt_tokens if budget is None else budget - decoders
+    prompt_end = arrival_step + -(-prompt_tokens // chunk_room) - 1
+    horizon = max(last_step or 0, prompt_end)
+    reqs = [Request(f"d{i}", prompt_len=1, max_tokens=horizon + 1) for i in range(decoders)]
+    reqs.append(Request("long", prompt_len=prompt_tokens, max_tokens=1, arrival_step=arrival_step - 1))
+    config = {"max_num_batched_tokens": budget or decoders + prompt_tokens, "max_num_seqs": decoders + 1,
+              "block_size": 16, "num_gpu_blocks": 2 + (decoders * (horizon + 2) + prompt_tokens) // 16 + decoders}
+    trace = simulate(Workload(reqs), config, cost=cost)
+    window = trace.steps[trace.steps["step"] <= horizon]
+    b = trace.batch
+    long_rows = b[b["request"] == "long"]
+    chunk_at = dict(zip(long_rows["step"].astype(int), long_rows["tokens"].astype(int)))
+    steps = [{"step": int(r.step), "tokens": int(r.num_tokens), "chunk": chunk_at.get(int(r.step), 0),
+              "cost": float(r.end - r.start), "clock": float(r.end)} for r in window.itertuples()]
+    d0 = b[(b["request"] == "d0") & b["sampled"].to_numpy(dtype=bool) & (b["step"] <= horizon)]
+    ends = trace.steps.set_index("step")["end"]
+    times = np.concatenate([[0.0], ends.reindex(d0["step"]).to_numpy()])
+    req = trace.requests.set_index("request").loc["long"]
+    return {"steps": steps, "prompt_steps": len(long_rows),
+            "first_token": float(req["first_token_time"] - req["arrival_time"]),
+            "worst_gap": float(np.diff(times).max())}
 
 
 def prefill_interference(decoders: int = 4, prompt_tokens: int = 4000, arrival_step: int = 4,
