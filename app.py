@@ -1,0 +1,24 @@
+"""Scheduler Lab: the Streamlit entry point. A router; each page lives in pages/.
+
+Run: .venv/bin/python -m streamlit run app.py
+"""
+import streamlit as st
+
+st.set_page_config(page_title="Scheduler Lab", page_icon="🗓️", layout="wide")  # page_icon: no font fetch
+
+# The page list. Add a page: one st.Page line here (pages stay thin: pages -> figures -> sim).
+PAGES = {
+    "Scheduler Lab": [
+        st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
+                default=True),
+    ],
+}
+
+# Streamlit drops a widget's value when its page is not rendered, so settings would reset on a
+# page switch. Re-assigning the keys here keeps them (stack.md §2). Convention: a widget whose
+# value should survive page switches gets a key starting with "keep_" (never a file uploader or
+# button: their values cannot be assigned).
+for _key in [k for k in st.session_state if isinstance(k, str) and k.startswith("keep_")]:
+    st.session_state[_key] = st.session_state[_key]
+
+st.navigation(PAGES).run()

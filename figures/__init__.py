@@ -1,0 +1,1 @@
+"""Pure Plotly figure builders (no Streamlit): pages -> figures -> sim."""

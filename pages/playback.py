@@ -1,0 +1,357 @@
+"""Playback: run a workload through the scheduler and play its decisions back step by step.
+
+A thin page: the workload comes from sim.scenarios or an upload, the run from sim.simulate,
+the numbers from sim.metrics, and every chart from figures.playback.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import streamlit as st
+
+import sim.static  # noqa: F401  (registers the "static" scheduler)
+from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
+from sim import scenarios
+from sim.metrics import per_request, summary
+from sim.policies import POLICIES
+from sim.scheduler import SchedulerConfig
+from sim.simulate import SCHEDULERS, oracle_jsonl, simulate
+from sim.cost import make_cost_model
+from sim.trace import Trace
+from sim.workload import Workload, effective_config
+
+ss = st.session_state
+BUILTIN, UPLOAD = "Built-in scenario", "Upload a workload JSON"
+
+# Cost models offered: key -> (label, make_cost_model arguments)
+COSTS = {
+    "units": ("Lesson units: max(10, tokens / 50)", {"name": "units"}),
+    "rtx4090-8B": ("Roofline, RTX 4090, 8B at 4.5 bits (ms)", {"name": "roofline", "hardware": "rtx4090", "model": "8B"}),
+    "a100-8B-fp16": ("Roofline, A100 80GB, 8B FP16 (ms)",
+                     {"name": "roofline", "hardware": "a100-80gb-sxm", "model": "8B-fp16"}),
+    "h100-70B": ("Roofline, H100 SXM, 70B at 4.5 bits (ms)", {"name": "roofline", "hardware": "h100-sxm", "model": "70B"}),
+    "h200-70B-fp16": ("Roofline, H200, 70B FP16 (ms)", {"name": "roofline", "hardware": "h200", "model": "70B-fp16"}),
+}
+POLICY_LABELS = {"fcfs": "FCFS (vLLM default)", "priority": "Priority (vLLM)", "spf": "Shortest prompt first",
+                 "sjf": "Shortest job first", "priority_aging": "Priority with aging",
+                 "round_robin": "Round-robin by tenant", "vtc": "Virtual Token Counter (fair share)"}
+SCHEDULER_LABELS = {"vllm": "vLLM v1 (continuous batching)", "static": "Static batching (request-level)"}
+# widget key -> scheduler config key
+# widget bounds, also enforced on uploaded configs (a value outside them would break the widget)
+BOUNDS = {"max_num_batched_tokens": (1, 1_000_000), "max_num_seqs": (1, 4096), "num_gpu_blocks": (2, 1_000_000),
+          "block_size": (1, 1024), "long_prefill_token_threshold": (0, 1_000_000), "tenant_cap": (0, 4096)}
+MAX_STEPS = 200_000  # a run longer than this stops with an error instead of tying up the server
+KNOBS = {"keep_pb_scheduler": "scheduler", "keep_pb_policy": "policy", "keep_pb_budget": "max_num_batched_tokens",
+         "keep_pb_blocks": "num_gpu_blocks", "keep_pb_block_size": "block_size", "keep_pb_max_seqs": "max_num_seqs",
+         "keep_pb_preemption": "preemption_mode", "keep_pb_prefix": "enable_prefix_caching",
+         "keep_pb_threshold": "long_prefill_token_threshold", "keep_pb_tenant_cap": "tenant_cap"}
+
+
+# ---------------------------------------------------------------------------------------------
+# State helpers
+# ---------------------------------------------------------------------------------------------
+
+def _apply_config(config: dict, cost: str | None = None) -> None:
+    """Put a workload's config into the setting widgets (before they are drawn)."""
+    c = {**SchedulerConfig().to_dict(), **effective_config(config)}
+    ss["keep_pb_scheduler"] = str(config.get("scheduler", "vllm"))
+    for key, name in KNOBS.items():
+        if name == "scheduler":
+            continue
+        v = c.get(name)
+        ss[key] = bool(v) if name == "enable_prefix_caching" else (str(v) if isinstance(v, str) else int(v or 0))
+    if cost:
+        ss["keep_pb_cost"] = cost
+
+
+def _scenario_changed() -> None:
+    sc = scenarios.get(ss["keep_pb_scenario"])
+    _apply_config(sc.build().config, sc.cost)
+
+
+def _source_changed() -> None:
+    if ss["keep_pb_source"] == BUILTIN:
+        _scenario_changed()
+    elif ss.get("pb_upload_json"):
+        _apply_config(json.loads(ss["pb_upload_json"]).get("config") or {})
+
+
+def parse_workload(data: bytes, name: str) -> Workload:
+    """An uploaded workload, checked; ValueError with a plain message if it is not one."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("the file is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the file is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    try:
+        wl = Workload.from_json(doc, name=name)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"a request is missing a field or has a wrong type: {e}") from None
+    if not wl.requests:
+        raise ValueError("the workload has no requests")
+    cfg = dict(wl.config)
+    scheduler = cfg.pop("scheduler", "vllm")
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r} in config; known: {', '.join(SCHEDULERS)}")
+    try:
+        sc = SchedulerConfig.from_dict(cfg)
+    except TypeError as e:
+        raise ValueError(f"bad config: {e}") from None
+    if sc.policy not in POLICIES:
+        raise ValueError(f"unknown policy {sc.policy!r} in config; known: {', '.join(POLICIES)}")
+    if sc.preemption_mode not in ("recompute", "swap"):
+        raise ValueError(f"preemption_mode must be recompute or swap, not {sc.preemption_mode!r}")
+    for name, (lo, hi) in BOUNDS.items():
+        v = getattr(sc, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ValueError(f"config {name} must be a whole number from {lo:,} to {hi:,}, not {v!r}")
+    if not isinstance(sc.enable_prefix_caching, bool):
+        raise ValueError("config enable_prefix_caching must be true or false")
+    return wl
+
+
+@st.cache_data(max_entries=24, show_spinner="Simulating…")
+def run_trace(workload_json: str, config_json: str, cost_key: str, name: str) -> Trace:
+    """The Trace of a workload under a config (cached on the JSON texts)."""
+    wl = Workload.from_json(json.loads(workload_json), name=name)
+    spec = dict(COSTS[cost_key][1])
+    cost = make_cost_model(spec.pop("name"), **spec)
+    return simulate(wl, json.loads(config_json), cost=cost, max_steps=MAX_STEPS)
+
+
+def _fmt(v, unit: str = "", digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        s = f"{v:,.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
+    else:
+        s = f"{v:,}"
+    return f"{s} {unit}".strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Sidebar: workload and settings
+# ---------------------------------------------------------------------------------------------
+
+if "keep_pb_scenario" not in ss:
+    ss["keep_pb_scenario"] = scenarios.DEFAULT_SCENARIO
+if "keep_pb_budget" not in ss:
+    _scenario_changed()
+
+problem: str | None = None
+workload: Workload | None = None
+blurb = ""
+with st.sidebar:
+    st.header("Workload")
+    source = st.radio("Source", [BUILTIN, UPLOAD], key="keep_pb_source", on_change=_source_changed,
+                      label_visibility="collapsed")
+    if source == BUILTIN:
+        key = st.selectbox("Scenario", list(scenarios.SCENARIOS), key="keep_pb_scenario",
+                           format_func=lambda k: scenarios.SCENARIOS[k].title, on_change=_scenario_changed)
+        workload = scenarios.workload(key)
+        blurb = scenarios.SCENARIOS[key].blurb
+    else:
+        up = st.file_uploader("Workload JSON", type=["json"], key="pb_upload",
+                              help='The vLLM oracle\'s workload format: {"config": {...}, "requests": '
+                                   '[{"id", "arrival_step", "prompt_len", "max_tokens", "priority"}, ...]}')
+        if up is not None:
+            data = up.getvalue()
+            digest = hashlib.sha256(data).hexdigest()
+            if ss.get("pb_upload_digest") != digest:
+                try:
+                    wl = parse_workload(data, up.name)
+                except ValueError as e:
+                    problem = f"Could not read {up.name}: {e}."
+                    ss.pop("pb_upload_json", None)
+                    ss.pop("pb_upload_digest", None)
+                else:
+                    ss["pb_upload_json"] = json.dumps(wl.to_json())
+                    ss["pb_upload_name"] = up.name
+                    ss["pb_upload_digest"] = digest
+                    _apply_config(wl.config)
+        if problem is None and ss.get("pb_upload_json"):
+            workload = Workload.from_json(json.loads(ss["pb_upload_json"]), name=ss.get("pb_upload_name", "upload"))
+            blurb = f"Uploaded workload **{ss.get('pb_upload_name', '')}**: {len(workload.requests):,} requests."
+            if up is None:
+                st.caption(f"Using {ss.get('pb_upload_name')} (uploaded earlier).")
+
+    st.header("Scheduler")
+    st.selectbox("Scheduler", list(SCHEDULERS), key="keep_pb_scheduler",
+                 format_func=lambda k: SCHEDULER_LABELS.get(k, k),
+                 help="Continuous batching refills a slot as soon as a request finishes; static batching "
+                      "waits for the whole group to finish.")
+    st.selectbox("Waiting-queue policy", list(POLICIES), key="keep_pb_policy",
+                 format_func=lambda p: POLICY_LABELS.get(p, p))
+    c1, c2 = st.columns(2)
+    c1.number_input("Token budget / step", *BOUNDS["max_num_batched_tokens"], step=8, key="keep_pb_budget",
+                    help="max_num_batched_tokens: tokens one forward pass may hold (prompt chunks + decodes).")
+    c2.number_input("Max sequences", *BOUNDS["max_num_seqs"], step=1, key="keep_pb_max_seqs",
+                    help="max_num_seqs: how many requests may run at once (the slot lanes).")
+    c1.number_input("KV blocks", *BOUNDS["num_gpu_blocks"], step=1, key="keep_pb_blocks",
+                    help="num_gpu_blocks, including vLLM's null block 0.")
+    c2.number_input("Block size (tokens)", *BOUNDS["block_size"], step=1, key="keep_pb_block_size")
+    st.radio("On preemption", ["recompute", "swap"], key="keep_pb_preemption", horizontal=True,
+             help="recompute: drop the victim's KV and compute it again later (vLLM). swap: copy it to CPU "
+                  "memory over PCIe and back.")
+    st.toggle("Prefix caching", key="keep_pb_prefix",
+              help="Reuse the KV blocks of an identical prompt prefix computed earlier.")
+    with st.expander("More settings"):
+        st.number_input("Long-prefill threshold (0 = off)", *BOUNDS["long_prefill_token_threshold"], step=16, key="keep_pb_threshold",
+                        help="long_prefill_token_threshold: cap on one request's prompt chunk per step.")
+        st.number_input("Per-tenant running cap (0 = off)", *BOUNDS["tenant_cap"], step=1, key="keep_pb_tenant_cap")
+    st.header("Step cost")
+    st.selectbox("Cost model", list(COSTS), key="keep_pb_cost", format_func=lambda k: COSTS[k][0],
+                 help="How long a step takes, from what it holds. Units: the lesson's toy model. Roofline: "
+                      "max(bytes / bandwidth, FLOPs / peak) on a GPU preset.")
+
+# ---------------------------------------------------------------------------------------------
+# Main area
+# ---------------------------------------------------------------------------------------------
+
+st.title("Playback")
+st.caption(
+    "Each step, the scheduler decides which requests go into the next forward pass and how many tokens "
+    "each one contributes, within a token budget, a cap on running requests and the KV cache's free "
+    "blocks. Pick a workload and settings on the left; the run below replays those decisions step by step.")
+
+if problem:
+    st.error(problem, icon=":material/error:")
+    st.stop()
+if workload is None:
+    st.info("Upload a workload JSON on the left (the vLLM oracle's format), or pick a built-in scenario.",
+            icon=":material/upload_file:")
+    st.stop()
+if blurb:
+    st.markdown(blurb)
+
+config = {name: ss[key] for key, name in KNOBS.items()}
+config["enable_prefix_caching"] = bool(config["enable_prefix_caching"])
+workload_json = json.dumps(workload.to_json(), sort_keys=True)
+config_json = json.dumps(config, sort_keys=True)
+cost_key = ss.get("keep_pb_cost", "units")
+try:
+    trace = run_trace(workload_json, config_json, cost_key, workload.name)
+except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported, never a crash
+    st.error(f"This configuration cannot run: {e}", icon=":material/error:")
+    st.stop()
+
+m = summary(trace)
+unit = trace.time_unit
+cols = st.columns(7)
+cols[0].metric("Steps", _fmt(m["steps"]), help="Scheduler iterations (forward passes, idle ticks included).")
+cols[1].metric("Mean TTFT", _fmt(m["ttft_mean"]), help="Time to first token: arrival to the end of "
+               "the step that sampled the request's first token.")
+cols[2].metric("p99 TTFT", _fmt(m["ttft_p99"]))
+cols[3].metric("Worst token gap", _fmt(m["itl_worst"]),
+               help="The longest wait between two tokens of one request (inter-token latency).")
+cols[4].metric("Tokens / " + (unit[:-1] if unit == "units" else unit), _fmt(m["throughput"]),
+               help="Throughput: output tokens per time unit.")
+cols[5].metric("Slot use", _fmt(100 * m["slot_utilization"], "%") if not math.isnan(m["slot_utilization"]) else "–",
+               help="Batch entries per step divided by max sequences, over busy steps.")
+cols[6].metric("Preemptions", _fmt(m["preemptions"]),
+               help=f"{m['recomputed_tokens']:,} tokens recomputed because of them.")
+st.caption(f"Times are in {unit}" + (" (the lesson's abstract cost units)" if unit == "units" else "")
+           + f". {m['finished']:,} of {m['requests']:,} requests finished"
+           + (f", {m['rejected']:,} rejected" if m["rejected"] else "")
+           + (f"; {m['recomputed_tokens']:,} tokens recomputed after preemptions." if m["recomputed_tokens"] else "."))
+
+st.subheader("Slot lanes")
+st.caption(
+    "One row per slot (a running request's place in the batch), one column per step. The colour says which "
+    "request ran there; a lighter shade is prompt work (prefill), full colour is decoding one token, a dark "
+    "shade is recomputing what a preemption threw away, and a red × marks a preemption. Press ▶ Play to "
+    "reveal the run step by step, or drag the slider under the chart.")
+st.plotly_chart(occupancy_figure(trace), key="occupancy", theme=None, config={"displaylogo": False})
+
+st.subheader("Tokens per step")
+st.caption("What each forward pass held, against the token budget (dashed); the purple line is the waiting queue.")
+st.plotly_chart(step_tokens_figure(trace), key="step_tokens", theme=None, config={"displaylogo": False})
+
+
+def _interesting_step(tr: Trace) -> int:
+    """Where to put the scrubber on a new run: the first step with the fewest free blocks."""
+    s = tr.steps
+    if s.empty:
+        return 1
+    free = s["free_blocks"].astype("Float64").fillna(float("inf"))
+    return int(s["step"].iloc[int(free.to_numpy(dtype=float).argmin())])
+
+
+run_id = hashlib.sha256((workload_json + config_json + cost_key).encode()).hexdigest()
+if ss.get("pb_run_id") != run_id:
+    ss["pb_run_id"] = run_id
+    ss["keep_pb_step"] = _interesting_step(trace)
+
+
+def _nudge(delta: int, lo: int, hi: int) -> None:
+    ss["keep_pb_step"] = min(hi, max(lo, int(ss.get("keep_pb_step", lo)) + delta))
+
+
+@st.fragment
+def step_inspector(tr: Trace) -> None:
+    steps = tr.steps["step"]
+    lo, hi = int(steps.min()), int(steps.max())
+    if ss.get("keep_pb_step") is None or not lo <= ss["keep_pb_step"] <= hi:
+        ss["keep_pb_step"] = _interesting_step(tr)
+    if hi > lo:
+        b1, b2, sl = st.columns([1, 1, 12], vertical_alignment="bottom")
+        b1.button("◀", key="pb_prev", on_click=_nudge, args=(-1, lo, hi), help="Previous step",
+                  width="stretch")
+        b2.button("▶", key="pb_next", on_click=_nudge, args=(1, lo, hi), help="Next step", width="stretch")
+        step = sl.slider("Step", lo, hi, key="keep_pb_step",
+                         help="Scrub to any step: the block map and the tables below follow.")
+    else:
+        step = lo
+    row = tr.steps[steps == step].iloc[0]
+    left, right = st.columns([1, 1], gap="large")
+    with left:
+        fig = kv_map_figure(tr, step)
+        meta = fig.layout.meta
+        st.markdown(f"**KV blocks at the end of step {step}**: {meta['used']} in use, {meta['free']} free"
+                    + (f", {meta['cached_free']} free with a cached prefix" if meta["cached_free"] else "")
+                    + f" (of {meta['blocks'] - 1}, plus the null block)")
+        st.plotly_chart(fig, key="kv_map", theme=None, config={"displaylogo": False})
+    with right:
+        batch, events = inspector_tables(tr, step)
+        if tr.requests["tenant"].nunique() <= 1:
+            batch = batch.drop(columns="tenant")
+        st.markdown(f"**Batch of step {step}**: {int(row['num_tokens'])} tokens, {int(row['num_seqs'])} requests; "
+                    f"{int(row['running'])} running and {int(row['waiting'])} waiting afterwards")
+        if batch.empty:
+            st.caption("Nothing ran in this step (the engine was idle).")
+        else:
+            st.dataframe(batch, hide_index=True, key="pb_batch_table",
+                         column_config={"computed before": st.column_config.NumberColumn(
+                             help="Tokens of this request already in the KV cache when the step began")})
+        st.markdown("**Events**")
+        if events.empty:
+            st.caption("No arrivals, admissions, preemptions or finishes in this step.")
+        else:
+            st.dataframe(events, hide_index=True, key="pb_events_table")
+
+
+st.subheader("Step inspector")
+step_inspector(trace)
+
+with st.expander("All metrics"):
+    rows = [{"metric": k, "value": _fmt(v) if not isinstance(v, str) else v} for k, v in m.items()]
+    st.dataframe(rows, hide_index=True, key="pb_metrics_table")
+with st.expander("Per request"):
+    st.dataframe(per_request(trace), hide_index=True, key="pb_requests_table")
+
+st.subheader("Downloads")
+d1, d2, d3 = st.columns(3)
+stem = (workload.name or "workload").rsplit("/", 1)[-1].removesuffix(".json").removesuffix(".workload")
+d1.download_button("Trace file (.trace.gz)", data=lambda: trace.to_bytes(), file_name=f"{stem}.trace.gz",
+                   mime="application/gzip", on_click="ignore", key="pb_dl_trace", icon=":material/download:",
+                   help="Every table of the run in one file; load it with sim.trace.Trace.load.")
+d2.download_button("Per-step JSONL (vLLM oracle format)", data=lambda: oracle_jsonl(workload, config),
+                   file_name=f"{stem}.jsonl", mime="application/x-ndjson", on_click="ignore", key="pb_dl_jsonl",
+                   icon=":material/download:", help="One line per step, as the vLLM conformance harness writes it.")
+d3.download_button("Workload JSON", data=lambda: Workload(workload.requests, {**workload.config, **config}).dumps(),
+                   file_name=f"{stem}.workload.json", mime="application/json", on_click="ignore",
+                   key="pb_dl_workload", icon=":material/download:",
+                   help="This workload with the settings above; upload it again to reproduce the run.")

@@ -1,0 +1,154 @@
+"""The Playback page under Streamlit's AppTest: run, change settings, scrub, upload."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from plotly_util import chart_specs, decode
+from sim import scenarios
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+LESSON_JSON = scenarios.workload("lesson_abc").dumps().encode()
+IDX = {"A": 0, "B": 1, "C": 2}
+
+
+@pytest.fixture
+def at():
+    a = AppTest.from_file(APP, default_timeout=60)
+    a.run()
+    assert not a.exception, a.exception
+    return a
+
+
+def lanes(at) -> np.ndarray:
+    return decode(chart_specs(at)["occupancy"]["data"][0]["z"])
+
+
+def table_with(at, column: str):
+    """The dataframe that has this column (AppTest exposes no keys for st.dataframe)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def batch_rows(at) -> list[list]:
+    return table_with(at, "computed before")[["request", "kind", "tokens"]].values.tolist()
+
+
+def test_default_page_shows_the_lesson_run(at):
+    specs = chart_specs(at)
+    assert {"occupancy", "step_tokens", "kv_map"} <= set(specs)
+    assert lanes(at).shape == (3, 7)
+    assert len(specs["occupancy"]["frames"]) == 7
+    assert at.metric[0].label == "Steps" and at.metric[0].value == "7"
+    assert any(m.label == "Preemptions" and m.value == "1" for m in at.metric)
+    assert "mini vLLM loop" in " ".join(md.value for md in at.markdown)
+    # the scrubber opens on the step with the fewest free blocks: step 3, KV full
+    assert at.slider(key="keep_pb_step").value == 3
+    assert specs["kv_map"]["layout"]["meta"]["free"] == 0
+    assert not at.error
+
+
+def test_max_sequences_changes_the_lanes(at):
+    at.number_input(key="keep_pb_max_seqs").set_value(1).run()
+    assert not at.exception
+    z = lanes(at)
+    assert z.shape[0] == 1  # one slot: requests run one after another
+    assert [v for v in dict.fromkeys(z[0].tolist()) if v >= 0] == [0, 1, 2]
+
+
+def test_policy_changes_who_runs_first(at):
+    assert lanes(at)[0, 0] == IDX["A"]
+    at.selectbox(key="keep_pb_policy").set_value("spf").run()  # shortest prompt first: C (5 tokens)
+    assert not at.exception
+    assert lanes(at)[0, 0] == IDX["C"]
+
+
+def test_scrubbing_changes_the_inspector(at):
+    assert batch_rows(at) == [["A", "decode", 1], ["B", "decode", 1], ["C", "prefill", 5]]
+    at.slider(key="keep_pb_step").set_value(6).run()
+    assert not at.exception
+    assert batch_rows(at) == [["B", "decode", 1], ["C", "recompute", 7]]
+    assert chart_specs(at)["kv_map"]["layout"]["meta"]["step"] == 6
+    events = table_with(at, "event")
+    assert ["C", "resume"] in events[["request", "event"]].values.tolist()
+    at.button(key="pb_next").click().run()
+    assert at.slider(key="keep_pb_step").value == 7
+    assert batch_rows(at) == [["B", "decode", 1]]
+    at.button(key="pb_next").click().run()  # already at the last step: stays
+    assert at.slider(key="keep_pb_step").value == 7
+    at.button(key="pb_prev").click().run()
+    assert at.slider(key="keep_pb_step").value == 6
+
+
+def test_choosing_a_scenario_loads_its_settings(at):
+    at.selectbox(key="keep_pb_scenario").set_value("preemption_pressure").run()
+    assert not at.exception
+    assert at.number_input(key="keep_pb_blocks").value == 31
+    assert at.number_input(key="keep_pb_block_size").value == 8
+    assert lanes(at).shape[1] == 243
+
+
+def test_upload_a_workload_runs_it(at):
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    assert not at.exception and not at.error
+    assert "occupancy" not in chart_specs(at)  # nothing to show until a file comes
+    wl = json.loads(LESSON_JSON)
+    wl["config"]["max_num_seqs"] = 2
+    at.file_uploader(key="pb_upload").upload("mine.workload.json", json.dumps(wl).encode(), "application/json")
+    at.run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="keep_pb_max_seqs").value == 2  # the file's config fills the settings
+    assert lanes(at).shape[0] == 2
+    assert "mine.workload.json" in " ".join(md.value for md in at.markdown)
+
+
+@pytest.mark.parametrize("payload,message", [
+    (b"\x00\xff\xfe garbage \x01", "not UTF-8"),
+    (b"{not json", "not valid JSON"),
+    (b"[1, 2, 3]", "'requests' list"),
+    (b'{"requests": [{"id": "x"}]}', "missing a field"),
+    (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"bogus": 1}}', "bogus"),
+    (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"policy": "nope"}}',
+     "unknown policy"),
+    (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"max_num_seqs": 0}}',
+     "max_num_seqs must be a whole number"),
+    (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"block_size": "big"}}',
+     "block_size must be a whole number"),
+    (b'{"requests": [{"id": "x", "prompt_len": "four", "max_tokens": 2}]}', "invalid literal"),
+    (b'{"requests": []}', "no requests"),
+])
+def test_bad_upload_shows_an_error(at, payload, message):
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="pb_upload").upload("bad.json", payload, "application/json")
+    at.run()
+    assert not at.exception
+    assert at.error and message in at.error[0].value, [e.value for e in at.error]
+    assert "occupancy" not in chart_specs(at)
+
+
+def test_a_run_past_the_step_cap_is_an_error_not_a_hang(at):
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    far = b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2, "arrival_step": 100000000}]}'
+    at.file_uploader(key="pb_upload").upload("far.json", far, "application/json")
+    at.run()
+    assert not at.exception
+    assert at.error and "step cap" in at.error[0].value
+
+
+def test_a_config_that_cannot_run_is_an_error_not_a_crash(at):
+    at.number_input(key="keep_pb_blocks").set_value(3).run()  # A needs 4 blocks of 4 tokens
+    assert not at.exception
+    assert at.error and "cannot run" in at.error[0].value
+
+
+def test_static_scheduler_and_swap(at):
+    at.selectbox(key="keep_pb_scheduler").set_value("static").run()
+    assert not at.exception and not at.error
+    at.selectbox(key="keep_pb_scheduler").set_value("vllm").run()
+    at.radio(key="keep_pb_preemption").set_value("swap").run()
+    assert not at.exception and not at.error
+    ev = chart_specs(at)["occupancy"]
+    assert ev["data"][0]["type"] == "heatmap"
