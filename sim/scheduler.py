@@ -231,8 +231,9 @@ class VllmScheduler:
         self.running_by_tenant[seq.tenant] = self.running_by_tenant.get(seq.tenant, 0) + 1
 
     def _give_slot(self, seq: Seq) -> None:
+        # seq.slot keeps its last value: a request that finishes in the step it was admitted
+        # is still drawn (and reported) in the lane it ran in
         self._free_slots.append(seq.slot)
-        seq.slot = -1
         self.running_by_tenant[seq.tenant] -= 1
 
     # -- preemption ----------------------------------------------------------------

@@ -86,3 +86,11 @@ def test_bad_trace_bytes():
         Trace.from_bytes(b"\x00\x01garbage")
     with pytest.raises(ValueError, match="not a trace file"):
         Trace.from_bytes(b'{"format": "other"}')
+
+
+def test_slot_of_request_admitted_and_finished_in_one_step():
+    tr = lesson()  # C resumes at step 6 in the slot A freed at step 5, and finishes there
+    c6 = tr.batch_at(6).set_index("request").loc["C"]
+    assert int(c6["slot"]) == 0
+    ev = tr.events[(tr.events["step"] == 6) & (tr.events["kind"] == "resume")]
+    assert list(ev["detail"]) == ["slot 0"]
