@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Callable, TextIO
 
+import numpy as np
+
 from .cost import UnitsCost
 from .scheduler import SchedulerConfig, Seq, StepPlan, VllmScheduler
 from .trace import Trace, kv_table, table_from_columns
@@ -47,16 +49,25 @@ def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
 
 
 class Recorder:
-    """Collects the Trace's columns as the run goes (plain lists: cheap appends)."""
+    """Records a run into the Trace's columns as it goes (plain lists: cheap appends), and
+    writes the oracle's per-step JSONL when asked. Shared by the executors: the simulator
+    (step times from a cost model) and the engine (measured step times, plus its own extra
+    step columns such as the phase split)."""
 
-    def __init__(self):
-        self.steps = {k: [] for k in ("step", "start", "end", "num_tokens", "prefill_tokens", "decode_tokens",
-                                      "recompute_tokens", "num_seqs", "running", "waiting", "free_blocks",
-                                      "free_blocks_after_schedule", "cached_free_blocks", "preempted",
-                                      "finished", "arrived", "idle", "swap_bytes")}
+    STEP_COLUMNS = ("step", "start", "end", "num_tokens", "prefill_tokens", "decode_tokens", "recompute_tokens",
+                    "num_seqs", "running", "waiting", "free_blocks", "free_blocks_after_schedule",
+                    "cached_free_blocks", "preempted", "finished", "arrived", "idle", "swap_bytes")
+
+    def __init__(self, caching: bool = False, oracle_out: TextIO | None = None, extra_step_columns=()):
+        self.steps = {k: [] for k in self.STEP_COLUMNS}
+        self.extra_step_columns = tuple(extra_step_columns)
+        self.extras = {k: [] for k in self.extra_step_columns}
         self.batch = {k: [] for k in BATCH_COLUMNS}
         self.events = {k: [] for k in ("step", "time", "request", "kind", "detail")}
         self.counters = {k: [] for k in ("step", "tenant", "value")}
+        self.info: dict[str, dict] = {}  # request id -> what the requests table says about it
+        self.caching = caching
+        self.oracle_out = oracle_out
 
     def event(self, step, time, rid, kind, detail=""):
         e = self.events
@@ -65,6 +76,73 @@ class Recorder:
         e["request"].append(rid)
         e["kind"].append(kind)
         e["detail"].append(detail)
+
+    def arrive(self, sched, r, step: int, clock: float, timed: bool):
+        """Hand request `r` to the scheduler at `step` (clock = the step's start time)."""
+        seq = sched.add_request(r)
+        d = self.info.setdefault(r.id, {})
+        d["arrival_step"] = step - 1 if not timed else step
+        d["arrival_time"] = r.arrival_time if timed else clock
+        self.event(step, clock, r.id, "arrive", f"{r.prompt_len} prompt tokens")
+        if seq.status == "rejected":
+            d["rejected"] = True
+            self.event(step, clock, r.id, "reject", "queue limit")
+        return seq
+
+    def _extras(self, extras):
+        if self.extra_step_columns:
+            for k in self.extra_step_columns:
+                self.extras[k].append((extras or {}).get(k))
+
+    def idle(self, step, clock, dt, pool, arrived, extras=None):
+        _record_idle(self, step, clock, dt, pool, arrived, self.caching, self.oracle_out)
+        self._extras(extras)
+
+    def record(self, sched, plan: StepPlan, finished, step, start, end, arrived, swap_bytes, extras=None):
+        _record_step(self, sched, plan, finished, step, start, end, arrived, self.info, self.caching,
+                     self.oracle_out, swap_bytes)
+        self._extras(extras)
+
+    def record_counters(self, sched, step):
+        for t, v in sched.waiting.state().items():
+            self.counters["step"].append(step)
+            self.counters["tenant"].append(t)
+            self.counters["value"].append(v)
+
+    def build(self, requests, cfg, mode, pool, meta: dict) -> Trace:
+        return _build_trace(requests, cfg, mode, self, pool, meta)
+
+
+class Arrivals:
+    """A workload's requests in the order they join: by arrival_step (joining right before step
+    arrival_step + 1), or, when any has arrival_time, by time (joining at the first step that
+    starts at or after it); ties keep workload order."""
+
+    def __init__(self, requests):
+        reqs = list(requests)
+        self.timed = any(r.arrival_time is not None for r in reqs)
+        if self.timed:
+            order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time or 0.0, i))
+        else:
+            order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_step, i))
+        self.pending = [reqs[i] for i in order]
+        self.i = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.pending) - self.i
+
+    def next_time(self) -> float:
+        return self.pending[self.i].arrival_time or 0.0
+
+    def due(self, step: int, clock: float) -> list:
+        """Requests that join before `step` (which starts at `clock`)."""
+        out, p, i, n = [], self.pending, self.i, len(self.pending)
+        while i < n and ((p[i].arrival_time or 0.0) <= clock if self.timed else p[i].arrival_step < step):
+            out.append(p[i])
+            i += 1
+        self.i = i
+        return out
 
 
 def resolve_config(workload: Workload, config) -> tuple[SchedulerConfig, str]:
@@ -91,23 +169,13 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     except KeyError:
         raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(SCHEDULERS)}") from None
 
-    reqs = workload.requests
-    timed = any(r.arrival_time is not None for r in reqs)
-    if timed:
-        order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time or 0.0, i))
-    else:
-        order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_step, i))
-    pending = [reqs[i] for i in order]
-    rec = Recorder()
-    info: dict[str, dict] = {r.id: {} for r in reqs}
-    seqs: dict[str, Seq] = {}
+    arrivals = Arrivals(workload.requests)
+    rec = Recorder(cfg.enable_prefix_caching, oracle_out)
     pool = sched.pool
-    caching = cfg.enable_prefix_caching
     # swap traffic costs link time; the abstract "units" model has no seconds scale, so none there
     to_unit = {"ms": 1000.0, "s": 1.0}.get(getattr(cost, "time_unit", ""), 0.0)
     swap_unit_per_byte = to_unit / SWAP_LINK_BYTES_PER_S
-    n_total, n_done = len(pending), 0
-    pi = 0
+    n_total, n_done = arrivals.remaining, 0
     step, clock = 0, 0.0
     stalled = 0
     idle_dt = cost.step_time(1, [1])  # an idle tick: the engine polls, no model pass
@@ -116,28 +184,17 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     while n_done < n_total:
         if step >= max_steps:
             raise RuntimeError(f"step cap {max_steps} reached with {n_total - n_done} requests unfinished")
-        if timed and pi < n_total and not sched.has_requests():
-            nxt = pending[pi].arrival_time or 0.0
-            clock = max(clock, nxt)  # an idle engine waits for the next arrival
+        if arrivals.timed and arrivals.remaining and not sched.has_requests():
+            clock = max(clock, arrivals.next_time())  # an idle engine waits for the next arrival
         step += 1
         pool.step = step
         arrived = []
-        while pi < n_total and (
-                (pending[pi].arrival_time or 0.0) <= clock if timed else pending[pi].arrival_step < step):
-            r = pending[pi]
-            pi += 1
-            seq = sched.add_request(r)
-            seqs[r.id] = seq
-            arrived.append(r.id)
-            info[r.id]["arrival_step"] = step - 1 if not timed else step
-            info[r.id]["arrival_time"] = r.arrival_time if timed else clock
-            rec.event(step, clock, r.id, "arrive", f"{r.prompt_len} prompt tokens")
-            if seq.status == "rejected":
+        for r in arrivals.due(step, clock):
+            if rec.arrive(sched, r, step, clock, arrivals.timed).status == "rejected":
                 n_done += 1
-                info[r.id]["rejected"] = True
-                rec.event(step, clock, r.id, "reject", "queue limit")
+            arrived.append(r.id)
         if not sched.has_requests():
-            _record_idle(rec, step, clock, idle_dt, pool, arrived, caching, oracle_out)
+            rec.idle(step, clock, idle_dt, pool, arrived)
             clock += idle_dt
             continue
 
@@ -152,18 +209,17 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         finished = sched.update(plan)
         end = clock + dt
         n_done += len(finished)
-        _record_step(rec, sched, plan, finished, step, clock, end, arrived, info, caching, oracle_out,
-                     swap_bytes)
+        rec.record(sched, plan, finished, step, clock, end, arrived, swap_bytes)
         if tracks_counters:
-            for t, v in sched.waiting.state().items():
-                rec.counters["step"].append(step)
-                rec.counters["tenant"].append(t)
-                rec.counters["value"].append(v)
+            rec.record_counters(sched, step)
         clock = end
         if progress is not None and step % 1000 == 0:
             progress(n_done, n_total)
 
-    return _build_trace(workload, cfg, mode, cost, rec, info, seqs, pool)
+    meta = {"source": "simulator", "time_unit": cost.time_unit,
+            "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
+            "workload": workload.name}
+    return rec.build(workload.requests, cfg, mode, pool, meta)
 
 
 def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out):
@@ -266,9 +322,9 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
         oracle_out.write(json.dumps(line) + "\n")
 
 
-def _build_trace(workload, cfg, mode, cost, rec, info, seqs, pool) -> Trace:
-    reqs = workload.requests
-    ds = [info[r.id] for r in reqs]
+def _build_trace(reqs, cfg, mode, rec: Recorder, pool, meta: dict) -> Trace:
+    info = rec.info
+    ds = [info.get(r.id, {}) for r in reqs]
     rows = {"request": [r.id for r in reqs], "tenant": [r.tenant for r in reqs],
             "priority": [r.priority for r in reqs], "prompt_len": [r.prompt_len for r in reqs],
             "max_tokens": [r.max_tokens for r in reqs],
@@ -280,15 +336,18 @@ def _build_trace(workload, cfg, mode, cost, rec, info, seqs, pool) -> Trace:
               "first_token_time", "finish_step", "finish_time", "output_tokens", "cached_tokens", "slot"):
         rows[k] = [d.get(k) for d in ds]
     requests = table_from_columns("requests", rows)
-    steps = table_from_columns("steps", rec.steps)
+    step_cols = dict(rec.steps)
+    for k, v in rec.extras.items():
+        step_cols[k] = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
+    steps = table_from_columns("steps", step_cols)
     batch = table_from_columns("batch", rec.batch)
     events = table_from_columns("events", rec.events)
     counters = table_from_columns("counters", rec.counters)
     kv = kv_table(pool.log_step, pool.log_block, pool.log_req, pool.log_op)
-    meta = {"source": "simulator", "scheduler": mode, "time_unit": cost.time_unit,
-            "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
+    meta = {"source": meta.get("source"), "scheduler": mode, "time_unit": meta.get("time_unit"),
+            **{k: v for k, v in meta.items() if k not in ("source", "time_unit", "workload")},
             "config": cfg.to_dict(), "num_blocks": cfg.num_gpu_blocks, "block_size": cfg.block_size,
-            "workload": workload.name, "num_requests": len(workload.requests)}
+            "workload": meta.get("workload", ""), "num_requests": len(reqs)}
     return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=kv, counters=counters, meta=meta)
 
 
