@@ -11,42 +11,44 @@ import math
 
 import streamlit as st
 
-import sim.static  # noqa: F401  (registers the "static" scheduler)
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
 from sim import scenarios
+from sim.cost import COST_PRESETS
 from sim.metrics import per_request, summary
 from sim.policies import POLICIES
-from sim.scheduler import SchedulerConfig
-from sim.simulate import SCHEDULERS, oracle_jsonl, simulate
-from sim.cost import make_cost_model
+from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerConfig
+from sim.simulate import oracle_jsonl, scheduler_names
 from sim.trace import Trace
-from sim.workload import Workload, effective_config
+from sim.workload import Workload, effective_config, parse_workload
+from ui.exports import export_panel
+from ui.runs import run_key, run_trace
+from ui.state import PageSettings, Setting
 
 ss = st.session_state
 BUILTIN, UPLOAD = "Built-in scenario", "Upload a workload JSON"
 
-# Cost models offered: key -> (label, make_cost_model arguments)
-COSTS = {
-    "units": ("Lesson units: max(10, tokens / 50)", {"name": "units"}),
-    "rtx4090-8B": ("Roofline, RTX 4090, 8B at 4.5 bits (ms)", {"name": "roofline", "hardware": "rtx4090", "model": "8B"}),
-    "a100-8B-fp16": ("Roofline, A100 80GB, 8B FP16 (ms)",
-                     {"name": "roofline", "hardware": "a100-80gb-sxm", "model": "8B-fp16"}),
-    "h100-70B": ("Roofline, H100 SXM, 70B at 4.5 bits (ms)", {"name": "roofline", "hardware": "h100-sxm", "model": "70B"}),
-    "h200-70B-fp16": ("Roofline, H200, 70B FP16 (ms)", {"name": "roofline", "hardware": "h200", "model": "70B-fp16"}),
-}
 POLICY_LABELS = {"fcfs": "FCFS (vLLM default)", "priority": "Priority (vLLM)", "spf": "Shortest prompt first",
                  "sjf": "Shortest job first", "priority_aging": "Priority with aging",
                  "round_robin": "Round-robin by tenant", "vtc": "Virtual Token Counter (fair share)"}
-SCHEDULER_LABELS = {"vllm": "vLLM v1 (continuous batching)", "static": "Static batching (request-level)"}
+SCHEDULER_LABELS = {"vllm": "vLLM v1 (continuous batching)", "static": "Static batching (request-level)",
+                    "llama_slots": "llama-server slots"}
 # widget key -> scheduler config key
-# widget bounds, also enforced on uploaded configs (a value outside them would break the widget)
-BOUNDS = {"max_num_batched_tokens": (1, 1_000_000), "max_num_seqs": (1, 4096), "num_gpu_blocks": (2, 1_000_000),
-          "block_size": (1, 1024), "long_prefill_token_threshold": (0, 1_000_000), "tenant_cap": (0, 4096)}
-MAX_STEPS = 200_000  # a run longer than this stops with an error instead of tying up the server
 KNOBS = {"keep_pb_scheduler": "scheduler", "keep_pb_policy": "policy", "keep_pb_budget": "max_num_batched_tokens",
          "keep_pb_blocks": "num_gpu_blocks", "keep_pb_block_size": "block_size", "keep_pb_max_seqs": "max_num_seqs",
          "keep_pb_preemption": "preemption_mode", "keep_pb_prefix": "enable_prefix_caching",
          "keep_pb_threshold": "long_prefill_token_threshold", "keep_pb_tenant_cap": "tenant_cap"}
+_D = SchedulerConfig()
+SETTINGS = PageSettings("pb", [
+    Setting("keep_pb_source", BUILTIN, str, choices=(BUILTIN, UPLOAD)),
+    Setting("keep_pb_scenario", scenarios.DEFAULT_SCENARIO, str, choices=tuple(scenarios.SCENARIOS)),
+    Setting("keep_pb_scheduler", "vllm", str, choices=tuple(scheduler_names())),
+    Setting("keep_pb_policy", _D.policy, str, choices=tuple(POLICIES)),
+    *(Setting(key, getattr(_D, name), int, bounds=BOUNDS[name]) for key, name in KNOBS.items() if name in BOUNDS),
+    Setting("keep_pb_preemption", _D.preemption_mode, str, choices=PREEMPTION_MODES),
+    Setting("keep_pb_prefix", _D.enable_prefix_caching, bool),
+    Setting("keep_pb_cost", "units", str, choices=tuple(COST_PRESETS)),
+    Setting("keep_pb_step", None, int, bounds=(0, 10**9)),
+])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +57,7 @@ KNOBS = {"keep_pb_scheduler": "scheduler", "keep_pb_policy": "policy", "keep_pb_
 
 def _apply_config(config: dict, cost: str | None = None) -> None:
     """Put a workload's config into the setting widgets (before they are drawn)."""
-    c = {**SchedulerConfig().to_dict(), **effective_config(config)}
+    c = {**_D.to_dict(), **effective_config(config)}
     ss["keep_pb_scheduler"] = str(config.get("scheduler", "vllm"))
     for key, name in KNOBS.items():
         if name == "scheduler":
@@ -78,50 +80,6 @@ def _source_changed() -> None:
         _apply_config(json.loads(ss["pb_upload_json"]).get("config") or {})
 
 
-def parse_workload(data: bytes, name: str) -> Workload:
-    """An uploaded workload, checked; ValueError with a plain message if it is not one."""
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the file is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    try:
-        wl = Workload.from_json(doc, name=name)
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"a request is missing a field or has a wrong type: {e}") from None
-    if not wl.requests:
-        raise ValueError("the workload has no requests")
-    cfg = dict(wl.config)
-    scheduler = cfg.pop("scheduler", "vllm")
-    if scheduler not in SCHEDULERS:
-        raise ValueError(f"unknown scheduler {scheduler!r} in config; known: {', '.join(SCHEDULERS)}")
-    try:
-        sc = SchedulerConfig.from_dict(cfg)
-    except TypeError as e:
-        raise ValueError(f"bad config: {e}") from None
-    if sc.policy not in POLICIES:
-        raise ValueError(f"unknown policy {sc.policy!r} in config; known: {', '.join(POLICIES)}")
-    if sc.preemption_mode not in ("recompute", "swap"):
-        raise ValueError(f"preemption_mode must be recompute or swap, not {sc.preemption_mode!r}")
-    for name, (lo, hi) in BOUNDS.items():
-        v = getattr(sc, name)
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise ValueError(f"config {name} must be a whole number from {lo:,} to {hi:,}, not {v!r}")
-    if not isinstance(sc.enable_prefix_caching, bool):
-        raise ValueError("config enable_prefix_caching must be true or false")
-    return wl
-
-
-@st.cache_data(max_entries=24, show_spinner="Simulating…")
-def run_trace(workload_json: str, config_json: str, cost_key: str, name: str) -> Trace:
-    """The Trace of a workload under a config (cached on the JSON texts)."""
-    wl = Workload.from_json(json.loads(workload_json), name=name)
-    spec = dict(COSTS[cost_key][1])
-    cost = make_cost_model(spec.pop("name"), **spec)
-    return simulate(wl, json.loads(config_json), cost=cost, max_steps=MAX_STEPS)
-
-
 def _fmt(v, unit: str = "", digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -136,10 +94,7 @@ def _fmt(v, unit: str = "", digits: int = 3) -> str:
 # Sidebar: workload and settings
 # ---------------------------------------------------------------------------------------------
 
-if "keep_pb_scenario" not in ss:
-    ss["keep_pb_scenario"] = scenarios.DEFAULT_SCENARIO
-if "keep_pb_budget" not in ss:
-    _scenario_changed()
+SETTINGS.init(fill=_source_changed)  # the link's settings on a first visit; kept ones after
 
 problem: str | None = None
 workload: Workload | None = None
@@ -179,7 +134,7 @@ with st.sidebar:
                 st.caption(f"Using {ss.get('pb_upload_name')} (uploaded earlier).")
 
     st.header("Scheduler")
-    st.selectbox("Scheduler", list(SCHEDULERS), key="keep_pb_scheduler",
+    st.selectbox("Scheduler", scheduler_names(), key="keep_pb_scheduler",
                  format_func=lambda k: SCHEDULER_LABELS.get(k, k),
                  help="Continuous batching refills a slot as soon as a request finishes; static batching "
                       "waits for the whole group to finish.")
@@ -193,7 +148,7 @@ with st.sidebar:
     c1.number_input("KV blocks", *BOUNDS["num_gpu_blocks"], step=1, key="keep_pb_blocks",
                     help="num_gpu_blocks, including vLLM's null block 0.")
     c2.number_input("Block size (tokens)", *BOUNDS["block_size"], step=1, key="keep_pb_block_size")
-    st.radio("On preemption", ["recompute", "swap"], key="keep_pb_preemption", horizontal=True,
+    st.radio("On preemption", PREEMPTION_MODES, key="keep_pb_preemption", horizontal=True,
              help="recompute: drop the victim's KV and compute it again later (vLLM). swap: copy it to CPU "
                   "memory over PCIe and back.")
     st.toggle("Prefix caching", key="keep_pb_prefix",
@@ -203,9 +158,14 @@ with st.sidebar:
                         help="long_prefill_token_threshold: cap on one request's prompt chunk per step.")
         st.number_input("Per-tenant running cap (0 = off)", *BOUNDS["tenant_cap"], step=1, key="keep_pb_tenant_cap")
     st.header("Step cost")
-    st.selectbox("Cost model", list(COSTS), key="keep_pb_cost", format_func=lambda k: COSTS[k][0],
+    st.selectbox("Cost model", list(COST_PRESETS), key="keep_pb_cost", format_func=lambda k: COST_PRESETS[k].label,
                  help="How long a step takes, from what it holds. Units: the lesson's toy model. Roofline: "
                       "max(bytes / bandwidth, FLOPs / peak) on a GPU preset.")
+
+    st.header("Share")
+    st.caption("The address bar holds every setting (and the scrubbed step): copy it to share this run.")
+    SETTINGS.file_panel()
+SETTINGS.sync_url()
 
 # ---------------------------------------------------------------------------------------------
 # Main area
@@ -229,11 +189,9 @@ if blurb:
 
 config = {name: ss[key] for key, name in KNOBS.items()}
 config["enable_prefix_caching"] = bool(config["enable_prefix_caching"])
-workload_json = json.dumps(workload.to_json(), sort_keys=True)
-config_json = json.dumps(config, sort_keys=True)
 cost_key = ss.get("keep_pb_cost", "units")
 try:
-    trace = run_trace(workload_json, config_json, cost_key, workload.name)
+    trace = run_trace(workload, config, cost_key)
 except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported, never a crash
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
     st.stop()
@@ -280,10 +238,11 @@ def _interesting_step(tr: Trace) -> int:
     return int(s["step"].iloc[int(free.to_numpy(dtype=float).argmin())])
 
 
-run_id = hashlib.sha256((workload_json + config_json + cost_key).encode()).hexdigest()
-if ss.get("pb_run_id") != run_id:
+run_id = run_key(workload, config, cost_key)
+if ss.get("pb_run_id") != run_id:  # a new run opens on its most interesting step, unless the link gave one
     ss["pb_run_id"] = run_id
-    ss["keep_pb_step"] = _interesting_step(trace)
+    if not SETTINGS.given("keep_pb_step"):
+        ss["keep_pb_step"] = _interesting_step(trace)
 
 
 def _nudge(delta: int, lo: int, hi: int) -> None:
@@ -305,6 +264,7 @@ def step_inspector(tr: Trace) -> None:
                          help="Scrub to any step: the block map and the tables below follow.")
     else:
         step = lo
+    SETTINGS.sync_url()  # the scrubbed step is part of the link
     row = tr.steps[steps == step].iloc[0]
     left, right = st.columns([1, 1], gap="large")
     with left:
@@ -343,15 +303,15 @@ with st.expander("Per request"):
     st.dataframe(per_request(trace), hide_index=True, key="pb_requests_table")
 
 st.subheader("Downloads")
-d1, d2, d3 = st.columns(3)
 stem = (workload.name or "workload").rsplit("/", 1)[-1].removesuffix(".json").removesuffix(".workload")
-d1.download_button("Trace file (.trace.gz)", data=lambda: trace.to_bytes(), file_name=f"{stem}.trace.gz",
-                   mime="application/gzip", on_click="ignore", key="pb_dl_trace", icon=":material/download:",
-                   help="Every table of the run in one file; load it with sim.trace.Trace.load.")
-d2.download_button("Per-step JSONL (vLLM oracle format)", data=lambda: oracle_jsonl(workload, config),
+export_panel(trace, stem, key="pb")
+d1, d2, _ = st.columns(3)
+d1.download_button("Per-step JSONL (vLLM oracle format)", data=lambda: oracle_jsonl(workload, config),
                    file_name=f"{stem}.jsonl", mime="application/x-ndjson", on_click="ignore", key="pb_dl_jsonl",
-                   icon=":material/download:", help="One line per step, as the vLLM conformance harness writes it.")
-d3.download_button("Workload JSON", data=lambda: Workload(workload.requests, {**workload.config, **config}).dumps(),
+                   icon=":material/download:", width="stretch",
+                   help="One line per step, as the vLLM conformance harness writes it.")
+d2.download_button("Workload JSON", data=lambda: Workload(workload.requests, {**workload.config, **config}).dumps(),
                    file_name=f"{stem}.workload.json", mime="application/json", on_click="ignore",
-                   key="pb_dl_workload", icon=":material/download:",
+                   key="pb_dl_workload", icon=":material/download:", width="stretch",
                    help="This workload with the settings above; upload it again to reproduce the run.")
+SETTINGS.sync_url()

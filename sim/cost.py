@@ -371,3 +371,41 @@ class CalibratedCost(CostModel):
                 "per_context_token": self.per_context_token, "per_step": self.per_step,
                 "fit": dict(self.fit_info)}
 
+
+# --------------------------------------------------------------------------------------------
+# Named cost presets (what the dashboard offers; scenarios name one by key)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostPreset:
+    """A ready-made cost model: a label for people, and make_cost_model's arguments."""
+
+    label: str
+    model: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self) -> CostModel:
+        return make_cost_model(self.model, **dict(self.kwargs))
+
+
+COST_PRESETS: dict[str, CostPreset] = {
+    "units": CostPreset("Lesson units: max(10, tokens / 50)", "units"),
+    "rtx4090-8B": CostPreset("Roofline, RTX 4090, 8B at 4.5 bits (ms)", "roofline",
+                             {"hardware": "rtx4090", "model": "8B"}),
+    "a100-8B-fp16": CostPreset("Roofline, A100 80GB, 8B FP16 (ms)", "roofline",
+                               {"hardware": "a100-80gb-sxm", "model": "8B-fp16"}),
+    "h100-70B": CostPreset("Roofline, H100 SXM, 70B at 4.5 bits (ms)", "roofline",
+                           {"hardware": "h100-sxm", "model": "70B"}),
+    "h200-70B-fp16": CostPreset("Roofline, H200, 70B FP16 (ms)", "roofline",
+                                {"hardware": "h200", "model": "70B-fp16"}),
+}
+
+
+def cost_from_preset(key: str) -> CostModel:
+    """The cost model of COST_PRESETS[key]; ValueError naming the known keys if there is none."""
+    try:
+        preset = COST_PRESETS[key]
+    except KeyError:
+        raise ValueError(f"unknown cost preset {key!r}; known: {', '.join(COST_PRESETS)}") from None
+    return preset.build()

@@ -19,10 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .kvpool import BlockPool, SwapSpace
-from .policies import WaitingQueue, make_policy
+from .policies import POLICIES, WaitingQueue, make_policy
 from .workload import Request, output_token
 
 WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
+PREEMPTION_MODES = ("recompute", "swap")
+# Whole-number knobs and the ranges a user-supplied config (an upload, a settings file, the URL)
+# may set; the dashboard's widgets use the same ranges. Not enforced by the scheduler itself.
+CONFIG_BOUNDS = {"max_num_batched_tokens": (1, 1_000_000), "max_num_seqs": (1, 4096),
+                 "num_gpu_blocks": (2, 1_000_000), "block_size": (1, 1024),
+                 "long_prefill_token_threshold": (0, 1_000_000), "tenant_cap": (0, 4096)}
 
 
 @dataclass
@@ -61,6 +67,22 @@ class SchedulerConfig:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def validate(self) -> "SchedulerConfig":
+        """Check a user-supplied config: known policy and preemption mode, whole numbers within
+        CONFIG_BOUNDS, a true/false prefix-caching flag. Raises ValueError with a plain message;
+        returns self."""
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r} in config; known: {', '.join(POLICIES)}")
+        if self.preemption_mode not in PREEMPTION_MODES:
+            raise ValueError(f"preemption_mode must be recompute or swap, not {self.preemption_mode!r}")
+        for name, (lo, hi) in CONFIG_BOUNDS.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"config {name} must be a whole number from {lo:,} to {hi:,}, not {v!r}")
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise ValueError("config enable_prefix_caching must be true or false")
+        return self
 
 
 class Seq:

@@ -24,6 +24,12 @@ SWAP_LINK_BYTES_PER_S = 31.5e9  # PCIe 4.0 x16, the lesson's swap link (Example 
 SCHEDULERS: dict[str, Callable] = {"vllm": VllmScheduler}
 
 
+def scheduler_names() -> list[str]:
+    """Every registered scheduler ("vllm", "static", "llama_slots"), registering modules imported."""
+    from . import llamaslots, static  # noqa: F401  (each registers itself)
+    return list(SCHEDULERS)
+
+
 def register_scheduler(name: str):
     def deco(cls):
         SCHEDULERS[name] = cls

@@ -1,0 +1,71 @@
+"""The cached simulation call every page uses.
+
+    from ui.runs import run_trace, run_key
+    try:
+        trace = run_trace(workload, config, cost_key)   # cached; a progress bar on long runs
+    except Exception as e:                               # a config that cannot run: say so
+        st.error(f"This configuration cannot run: {e}"); st.stop()
+    if ss.get("my_run") != run_key(workload, config, cost_key): ...   # "did the run change?"
+
+The cache (st.cache_data) is keyed on the workload JSON, the config JSON (sorted keys) and the
+cost preset key (sim.cost.COST_PRESETS), so the same settings never simulate twice. `config`
+overrides the workload's own config (simulate's rule); "scheduler" may be one of its keys.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import streamlit as st
+
+from sim.cost import cost_from_preset
+from sim.simulate import simulate
+from sim.trace import Trace
+from sim.workload import Workload
+
+MAX_STEPS = 200_000  # a run longer than this stops with an error instead of tying up the server
+
+
+def _texts(workload: Workload, config: dict) -> tuple[str, str]:
+    return json.dumps(workload.to_json(), sort_keys=True), json.dumps(config, sort_keys=True)
+
+
+def run_key(workload: Workload, config: dict, cost_key: str) -> str:
+    """A short digest naming this run (same settings, same key)."""
+    w, c = _texts(workload, config)
+    return hashlib.sha256(f"{w}\0{c}\0{cost_key}".encode()).hexdigest()[:16]
+
+
+@st.cache_data(max_entries=32, show_spinner="Simulating…")
+def _cached_run(workload_json: str, config_json: str, cost_key: str, name: str) -> Trace:
+    wl = Workload.from_json(json.loads(workload_json), name=name)
+    bar = None
+    shown = -1
+
+    def progress(done: int, total: int) -> None:  # called every 1,000 steps
+        nonlocal bar, shown
+        pct = int(100 * done / max(total, 1))
+        if pct != shown:
+            shown = pct
+            text = f"Simulating… {done:,} of {total:,} requests done"
+            if bar is None:
+                bar = st.progress(pct, text=text)  # made here, so the cache can replay it
+            else:
+                bar.progress(pct, text=text)
+
+    try:
+        return simulate(wl, json.loads(config_json), cost=cost_from_preset(cost_key), max_steps=MAX_STEPS,
+                        progress=progress)
+    finally:
+        if bar is not None:
+            bar.empty()
+
+
+def run_trace(workload: Workload, config: dict, cost_key: str) -> Trace:
+    """The Trace of `workload` under `config` and the cost preset `cost_key` (cached).
+
+    Raises what simulate raises (ValueError / RuntimeError with a plain message) for a run
+    that cannot finish, e.g. a KV pool too small or the MAX_STEPS cap.
+    """
+    w, c = _texts(workload, config)
+    return _cached_run(w, c, cost_key, workload.name)
