@@ -75,11 +75,15 @@ class LLMEngine:
     # -- a run -------------------------------------------------------------------------------
     def reset(self, scheduler: SchedulerConfig | dict | None = None, max_model_len: int | None = None,
               scheduler_name: str = "vllm") -> None:
-        """Start a new run (empty queues, empty trace) with this scheduler config. The model
-        stays; the KV cache is reallocated only if its geometry changes."""
+        """Start a new run (empty queues, empty trace) with this scheduler config (a dict may
+        name the scheduler: {"scheduler": "static", ...}). The model stays; the KV cache is
+        reallocated only if its geometry changes."""
         if scheduler_name not in ENGINE_SCHEDULERS:
             raise ValueError(f"the engine runs the {' and '.join(ENGINE_SCHEDULERS)} schedulers, "
                              f"not {scheduler_name!r}")
+        if isinstance(scheduler, dict) and "scheduler" in scheduler:
+            scheduler = dict(scheduler)
+            scheduler_name = scheduler.pop("scheduler")
         cfg = scheduler if isinstance(scheduler, SchedulerConfig) else SchedulerConfig.from_dict(scheduler)
         # swap-space accounting in this model's real bytes
         kv_bytes = self.model.config.kv_bytes_per_token(torch.empty((), dtype=self.dtype).element_size())

@@ -30,7 +30,7 @@ def token_seed(seed: int, rid: str, index: int) -> int:
 
 def sample(logits: torch.Tensor, params: list[SamplingParams], keys: list[tuple[str, int]]) -> list[int]:
     """One token per row of logits [n, vocab]; keys[i] = (request id, output index)."""
-    out = logits.argmax(dim=-1).tolist()
+    out = logits.max(dim=-1).indices.tolist()  # the first maximum, like argmax, and faster on CPU
     for i, p in enumerate(params):
         if not p.greedy:
             out[i] = _sample_row(logits[i], p, *keys[i])

@@ -147,13 +147,13 @@ class EngineService:
 
     # -- reading (anyone) ------------------------------------------------------------------------
     def snapshot(self, since_step: int = 0) -> dict:
-        """Copies: run info, the steps after `since_step` (each with its batch, sampled tokens,
-        phase times and KV block changes), every request's state, queue lengths."""
-        with self._pub:
-            steps = [s for s in self._steps[since_step:]] if since_step >= 0 else []
+        """Copies: run info, the steps after the first `since_step` (each with its batch, sampled
+        tokens, phase times, queue lengths and KV block changes), every request's state."""
+        with self._pub:  # published step records are never changed after publishing
             return {"running": self.running, "driver": self._driver, "error": self._error,
                     "num_steps": len(self._steps), "info": copy.deepcopy(self._info),
-                    "steps": copy.deepcopy(steps), "requests": copy.deepcopy(self._requests)}
+                    "steps": [dict(s) for s in self._steps[max(0, since_step):]],
+                    "requests": {rid: dict(r, generated=list(r["generated"])) for rid, r in self._requests.items()}}
 
     def trace(self, timeout: float | None = 30.0):
         """The run so far as a Trace (built by the worker between steps, or here when stopped)."""

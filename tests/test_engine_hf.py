@@ -6,17 +6,16 @@ import types
 
 import pytest
 import torch
+import transformers
 
-transformers = pytest.importorskip("transformers")
-
-from engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
-from engine.config import ModelConfig  # noqa: E402
-from engine.model import CausalLM, full_forward  # noqa: E402
-from engine.runner import ModelRunner  # noqa: E402
-from engine.weights import load_state  # noqa: E402
-from sim.policies import POLICIES  # noqa: E402
-from sim.simulate import simulate  # noqa: E402
-from sim.workload import Request, Workload  # noqa: E402
+from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.config import ModelConfig
+from engine.model import CausalLM, full_forward
+from engine.runner import ModelRunner
+from engine.weights import load_state
+from sim.policies import POLICIES
+from sim.simulate import simulate
+from sim.workload import Request, Workload
 
 VOCAB = 512
 

@@ -6,14 +6,13 @@ import os
 
 import pytest
 import torch
+import transformers
 
-transformers = pytest.importorskip("transformers")
-
-from engine import EngineConfig, LLMEngine  # noqa: E402
-from engine.config import ModelConfig  # noqa: E402
-from engine.model import full_forward  # noqa: E402
-from engine.weights import build_model, random_init  # noqa: E402
-from sim.workload import Request, Workload  # noqa: E402
+from engine import EngineConfig, LLMEngine
+from engine.config import ModelConfig
+from engine.model import full_forward
+from engine.weights import build_model, random_init
+from sim.workload import Request, Workload
 
 SMALL = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=256)
