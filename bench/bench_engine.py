@@ -198,6 +198,31 @@ def attention_cost(engine: LLMEngine, repeat: int = 10) -> list[dict]:
     return rows
 
 
+def mixed_split_cost(engine: LLMEngine, repeat: int = 10) -> dict:
+    """A mixed step (15 decode tokens at ctx 256 + one 241-token prefill chunk): the decode and
+    chunk groups as two SDPA calls (the engine's layout) against one padded call."""
+    c = engine.model.config
+    bs, nb = 16, 17
+    cache = PagedKVCache(1, 16 * nb + 1, bs, c.num_kv_heads, c.head_dim, torch.float32, torch.device("cpu"))
+    cache.data.normal_()
+    tables = [list(range(1 + i * nb, 1 + (i + 1) * nb)) for i in range(16)]
+    q_lens, starts = [1] * 15 + [241], [255] * 15 + [0]
+    q = torch.randn(sum(q_lens), c.num_heads, c.head_dim)
+    res = {}
+    for name, split in (("split_ms", True), ("one_call_ms", False)):
+        batch = plan_attention(q_lens, starts, tables, bs, torch.device("cpu"), split=split)
+        ws = Workspace()
+        paged_attention(q, cache, 0, batch, ws)
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            paged_attention(q, cache, 0, batch, ws)
+            best = min(best, time.perf_counter() - t0)
+        res[name] = round(best * 1000, 3)
+    print(json.dumps({"mixed_step": "15 decode + 241-token chunk", **res}), flush=True)
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny", help="preset (tiny, m100) or checkpoint directory")
@@ -217,6 +242,7 @@ def main(argv=None) -> int:
         out["step_time_vs_batch"] = step_times(engine)
     if args.only in (None, "attention"):
         out["paged_vs_contiguous"] = attention_cost(engine)
+        out["mixed_step_attention"] = mixed_split_cost(engine)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

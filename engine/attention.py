@@ -42,10 +42,11 @@ class AttnBatch:
 
 
 def plan_attention(q_lens: list[int], starts: list[int], tables: list[list[int]], block_size: int,
-                   device: torch.device) -> AttnBatch:
+                   device: torch.device, split: bool = True) -> AttnBatch:
     """Metadata for requests laid out flat in the given order. q_lens: new tokens per request;
     starts: position of each request's first new token (tokens computed before); tables: each
-    request's block ids (enough for starts + q_lens tokens)."""
+    request's block ids (enough for starts + q_lens tokens). split=False makes the whole batch
+    one padded SDPA call (for comparison: bench/bench_engine.py)."""
     slots: list[int] = []
     for n, s, table in zip(q_lens, starts, tables):
         for p in range(s, s + n):
@@ -54,7 +55,7 @@ def plan_attention(q_lens: list[int], starts: list[int], tables: list[list[int]]
     while i < n_req:  # runs of decode (q_len 1) and chunk (q_len > 1) requests
         decode = q_lens[i] == 1
         j = i
-        while j < n_req and (q_lens[j] == 1) == decode:
+        while j < n_req and ((q_lens[j] == 1) == decode or not split):
             j += 1
         groups.append(_group(q_lens[i:j], starts[i:j], tables[i:j], first, block_size, device))
         first += sum(q_lens[i:j])

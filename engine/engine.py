@@ -78,12 +78,12 @@ class LLMEngine:
         """Start a new run (empty queues, empty trace) with this scheduler config (a dict may
         name the scheduler: {"scheduler": "static", ...}). The model stays; the KV cache is
         reallocated only if its geometry changes."""
-        if scheduler_name not in ENGINE_SCHEDULERS:
-            raise ValueError(f"the engine runs the {' and '.join(ENGINE_SCHEDULERS)} schedulers, "
-                             f"not {scheduler_name!r}")
         if isinstance(scheduler, dict) and "scheduler" in scheduler:
             scheduler = dict(scheduler)
             scheduler_name = scheduler.pop("scheduler")
+        if scheduler_name not in ENGINE_SCHEDULERS:
+            raise ValueError(f"the engine runs the {' and '.join(ENGINE_SCHEDULERS)} schedulers, "
+                             f"not {scheduler_name!r}")
         cfg = scheduler if isinstance(scheduler, SchedulerConfig) else SchedulerConfig.from_dict(scheduler)
         # swap-space accounting in this model's real bytes
         kv_bytes = self.model.config.kv_bytes_per_token(torch.empty((), dtype=self.dtype).element_size())
@@ -113,10 +113,8 @@ class LLMEngine:
         """ms since the run started."""
         return (time.perf_counter() - self.t0) * 1000.0
 
-    def add_request(self, req: Request, sampling: SamplingParams | None = None, *, timed: bool = False) -> Seq:
-        """Queue a request; it joins before the next step (timed: arrival_time is its own)."""
-        if req.id in self.seqs:
-            raise ValueError(f"duplicate request id {req.id!r}")
+    def check_request(self, req: Request) -> None:
+        """ValueError if this run can never serve `req` (it only reads the run's fixed limits)."""
         need = req.prompt_len + req.max_tokens
         if need > self.max_model_len:
             raise ValueError(f"request {req.id} needs {need} tokens; max_model_len is {self.max_model_len}")
@@ -124,6 +122,12 @@ class LLMEngine:
         if blocks > self.sched_cfg.num_gpu_blocks - 1:
             raise ValueError(f"request {req.id} needs {blocks} KV blocks; the pool has "
                              f"{self.sched_cfg.num_gpu_blocks - 1} usable")
+
+    def add_request(self, req: Request, sampling: SamplingParams | None = None, *, timed: bool = False) -> Seq:
+        """Queue a request; it joins before the next step (timed: arrival_time is its own)."""
+        if req.id in self.seqs:
+            raise ValueError(f"duplicate request id {req.id!r}")
+        self.check_request(req)
         c = self.config
         self.sampling[req.id] = sampling or SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
         self.sched.pool.step = self.step_no + 1

@@ -131,11 +131,7 @@ class EngineService:
             if r.id in known:
                 raise ValueError(f"duplicate request id {r.id!r}")
             known.add(r.id)
-            if r.prompt_len + r.max_tokens > e.max_model_len:
-                raise ValueError(f"request {r.id} needs {r.prompt_len + r.max_tokens} tokens; "
-                                 f"max_model_len is {e.max_model_len}")
-            if -(-(r.prompt_len + r.max_tokens) // e.sched_cfg.block_size) > e.sched_cfg.num_gpu_blocks - 1:
-                raise ValueError(f"request {r.id} does not fit in the KV pool")
+            e.check_request(r)
         with self._pub:
             for r in requests:
                 self._requests[r.id] = {"status": "submitted", "prompt_len": r.prompt_len,

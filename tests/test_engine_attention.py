@@ -76,6 +76,18 @@ def test_mixed_batch_fp32(seed):
     assert err <= 1e-5
 
 
+def test_one_padded_call_equals_the_split_groups():
+    cache, reqs = _case(torch.float64, 9, MIXED)
+    rs = sorted(reqs, key=lambda r: r["q_len"] > 1)
+    args = ([r["q_len"] for r in rs], [r["start"] for r in rs], [r["table"] for r in rs], BS, torch.device("cpu"))
+    split, one = plan_attention(*args), plan_attention(*args, split=False)
+    assert len(split.groups) == 2 and len(one.groups) == 1
+    q = torch.randn(sum(r["q_len"] for r in rs), H, D, dtype=torch.float64)
+    a = paged_attention(q, cache, 0, split, Workspace())
+    b = paged_attention(q, cache, 0, one, Workspace())
+    assert (a - b).abs().max().item() <= 1e-12
+
+
 def test_decode_only_full_blocks_takes_the_unmasked_path():
     cache, reqs = _case(torch.float64, 5, [(1, 31), (1, 31), (1, 31)])
     batch = plan_attention([1, 1, 1], [31, 31, 31], [r["table"] for r in reqs], BS, torch.device("cpu"))
