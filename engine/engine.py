@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sim.scheduler import SchedulerConfig, Seq, VllmScheduler
+from sim.scheduler import SchedulerConfig, Seq
 from sim.simulate import SCHEDULERS, Arrivals, Recorder, check_fits, max_model_len_for, resolve_config
 from sim.trace import Trace
 from sim.workload import Request, Workload

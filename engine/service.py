@@ -24,6 +24,7 @@ import queue
 import threading
 from concurrent.futures import Future
 
+from sim.kvpool import OP_NAMES
 from sim.workload import Request
 
 from .config import EngineConfig
@@ -213,7 +214,8 @@ class EngineService:
             return
         pool = e.sched.pool
         i0, i1 = self._kv_seen, len(pool.log_step)
-        kv = list(zip(pool.log_block[i0:i1], pool.log_req[i0:i1], pool.log_op[i0:i1]))
+        kv = [(b, r, OP_NAMES[op])
+              for b, r, op in zip(pool.log_block[i0:i1], pool.log_req[i0:i1], pool.log_op[i0:i1])]
         self._kv_seen = i1
         rec = {"step": out.step, "start": out.start, "end": out.end, "phases": out.phases,
                "entries": out.entries, "sampled": out.sampled, "finished": out.finished,

@@ -14,7 +14,7 @@ from typing import Callable, TextIO
 import numpy as np
 
 from .cost import UnitsCost
-from .scheduler import SchedulerConfig, Seq, StepPlan, VllmScheduler
+from .scheduler import SchedulerConfig, StepPlan, VllmScheduler
 from .trace import Trace, kv_table, table_from_columns
 from .workload import Workload
 

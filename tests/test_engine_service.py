@@ -71,8 +71,8 @@ def test_one_driver_many_watchers():
     held = {}
     for s in snap["steps"]:
         for block, rid, op in s["kv"]:
-            held[block] = held.get(block, 0) + {1: 1, 2: -1}.get(op, 0)
-    assert all(v == 0 for v in held.values())
+            held[block] = held.get(block, 0) + {"acquire": 1, "release": -1}.get(op, 0)
+    assert held and all(v == 0 for v in held.values())
     svc.stop("a")
     assert not svc.running
     assert svc.trace().num_steps == snap["num_steps"]  # still readable after stop
