@@ -1,8 +1,10 @@
-"""Command line: python -m sim {trace,run,lesson} ...
+"""Command line: python -m sim {trace,run,lesson,llamalog} ...
 
   trace WORKLOAD.json -o TRACE.jsonl   per-step JSONL in the vLLM oracle's format
   run WORKLOAD.json -o FILE.trace      the full Trace file (and a summary on stdout)
   lesson --json                        every lesson example's figures, computed by the core
+  llamalog SERVER.log [--json] [-o FILE.trace]
+                                       a llama-server -v log (.gz too): its batches and tasks
 """
 from __future__ import annotations
 
@@ -55,6 +57,40 @@ def cmd_lesson(args) -> int:
     return 0
 
 
+def cmd_llamalog(args) -> int:
+    from .llamalog import read_llama_log, summary
+    progress = None
+    if args.progress:
+        def progress(done, total):
+            pct = f"{100 * done / total:5.1f}%" if total else f"{done >> 20} MiB"
+            print(f"\rreading {pct}", end="", file=sys.stderr, flush=True)
+    try:
+        trace = read_llama_log(args.log, progress=progress)
+    except OSError as e:
+        raise SystemExit(f"cannot read {args.log}: {e}")
+    if args.progress:
+        print(file=sys.stderr)
+    for w in trace.meta.get("warnings", []):
+        print(f"warning: {w}", file=sys.stderr)
+    if args.out:
+        trace.save(args.out)
+    s = summary(trace)
+    if args.json:
+        print(json.dumps(s))
+    elif not args.out:
+        m = trace.meta
+        print(f"build {s['build'] or 'unknown'}; {s['batches']} model calls; {len(s['tasks'])} tasks; "
+              f"slots {m.get('n_slots')}, n_batch {m.get('n_batch')}, n_ubatch {m.get('n_ubatch')}, "
+              f"n_ctx {m.get('n_ctx')}; time unit {m.get('time_unit')}; "
+              f"{s['unparsed_lines']} line(s) not understood")
+        print(f"{'task':>8} {'slot':>4} {'prompt':>7} {'cached':>7} {'generated':>9}  finish")
+        for t in s["tasks"]:
+            cell = lambda v: "?" if v is None else v  # noqa: E731
+            print(f"{t['task']:>8} {cell(t['slot']):>4} {cell(t['prompt_tokens']):>7} {cell(t['cached_tokens']):>7} "
+                  f"{cell(t['generated_tokens']):>9}  {t['finish']}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab core")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -70,6 +106,12 @@ def main(argv=None) -> int:
     p = sub.add_parser("lesson", help="figures of the lesson's examples")
     p.add_argument("--json", action="store_true", help="one JSON object on one line")
     p.set_defaults(fn=cmd_lesson)
+    p = sub.add_parser("llamalog", help="read a llama-server -v log: batches, tasks, the Trace")
+    p.add_argument("log", help="the log file (plain or .gz)")
+    p.add_argument("--json", action="store_true", help="print the summary object as JSON")
+    p.add_argument("-o", "--out", help="write the Trace file")
+    p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
+    p.set_defaults(fn=cmd_llamalog)
     args = ap.parse_args(argv)
     return args.fn(args)
 

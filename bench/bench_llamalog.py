@@ -1,0 +1,130 @@
+"""llama-server log reader: parse throughput and peak memory, next to `grep -c` (the I/O floor).
+
+  python bench/bench_llamalog.py           # the largest shared log and a ~60 MB concatenation
+  python bench/bench_llamalog.py --quick   # only the largest log
+  python bench/bench_llamalog.py FILE...   # your own logs
+
+Files: the largest log in ../shared/llama-logs (else the gzipped soak fixture, unpacked to /tmp),
+and /tmp/llamalog_bench_60mb.log, made by concatenating the real shared logs (several server
+runs back to back, as a log that spans restarts would be).
+
+Each parse runs in a fresh Python process, `--repeat` times: the time is read_llama_log's wall
+time (interpreter start and imports excluded; the best run), the memory is the child's peak RSS
+(ru_maxrss: interpreter + numpy + pandas + the parse) and how much the parse added to the RSS
+measured after the imports. grep: `grep -c -e 'decoding batch' -e 'n_batch (effective)' FILE`,
+the number of model calls, best of `--repeat` runs, wall time including process start.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "llama-logs"
+FIXTURES = ROOT / "tests" / "fixtures" / "llama-logs"
+BIG = Path("/tmp/llamalog_bench_60mb.log")
+TARGET_BYTES = 60_000_000
+
+CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from sim.llamalog import read_llama_log
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+tr = read_llama_log(sys.argv[2])
+dt = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": dt, "peak_kb": peak, "base_kb": base, "steps": len(tr.steps),
+                  "tasks": len(tr.requests), "warnings": len(tr.meta["warnings"])}))
+"""
+
+
+def largest_log() -> Path:
+    logs = sorted(SHARED.glob("*/*.log"), key=lambda p: p.stat().st_size) if SHARED.is_dir() else []
+    if logs:
+        return logs[-1]
+    out = Path("/tmp/llamalog_bench_s8_soak.log")
+    if not out.exists():
+        with gzip.open(FIXTURES / "34af94cd9" / "s8_soak.log.gz", "rb") as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return out
+
+
+def concatenated() -> Path:
+    if BIG.exists() and TARGET_BYTES * 0.95 <= BIG.stat().st_size <= TARGET_BYTES * 1.05:
+        return BIG
+    parts = sorted(SHARED.glob("*/*.log"), key=lambda p: -p.stat().st_size) if SHARED.is_dir() else []
+    if not parts:
+        parts = [largest_log()] + sorted(FIXTURES.glob("*/*.log"))
+    size = 0
+    with open(BIG, "wb") as out:
+        while size < TARGET_BYTES:
+            added = False
+            for p in parts:   # whole logs, largest first, as long as they fit in the target
+                n = p.stat().st_size
+                if size + n <= TARGET_BYTES * 1.02:
+                    out.write(p.read_bytes())
+                    size += n
+                    added = True
+            if not added:
+                break
+    return BIG
+
+
+def grep_seconds(path: Path, repeat: int) -> tuple[float, int]:
+    best, count = None, 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = subprocess.run(["grep", "-c", "-e", "decoding batch", "-e", "n_batch (effective)", str(path)],
+                             capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        count = int(out.stdout.strip() or 0)
+        best = dt if best is None else min(best, dt)
+    return best, count
+
+
+def parse_stats(path: Path, repeat: int) -> dict:
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(path)], capture_output=True, text=True,
+                             check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    best = min(runs, key=lambda r: r["seconds"])
+    best["peak_kb"] = max(r["peak_kb"] for r in runs)
+    best["added_kb"] = max(r["peak_kb"] - r["base_kb"] for r in runs)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", help="logs to measure (default: the largest shared log and a 60 MB one)")
+    ap.add_argument("--quick", action="store_true", help="only the largest shared log")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    files = [Path(f) for f in args.files] or ([largest_log()] if args.quick else [largest_log(), concatenated()])
+    head = (f"{'file':34s} {'MB':>6s} {'grep s':>7s} {'parse s':>8s} {'MB/s':>6s} {'x grep':>7s} "
+            f"{'peak RSS MB':>11s} {'parse +MB':>9s} {'calls':>7s} {'tasks':>6s}")
+    print(head)
+    print("-" * len(head))
+    for f in files:
+        mb = f.stat().st_size / 1e6
+        g, calls_grep = grep_seconds(f, max(args.repeat, 3))
+        p = parse_stats(f, args.repeat)
+        print(f"{f.name[:34]:34s} {mb:6.1f} {g:7.3f} {p['seconds']:8.3f} {mb / p['seconds']:6.0f} "
+              f"{p['seconds'] / g:7.1f} {p['peak_kb'] / 1024:11.0f} {p['added_kb'] / 1024:9.0f} "
+              f"{p['steps']:7d} {p['tasks']:6d}")
+        if calls_grep != p["steps"]:
+            print(f"  note: grep counts {calls_grep} decode lines (retries of failed calls included), "
+                  f"the reader {p['steps']} model calls")
+    print("\nTargets: within 3x of grep's time, under 400 MB peak.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
