@@ -158,6 +158,24 @@ _STOP_MAP = {b"by EOS": "stop", b"by limit": "limit", b"by time limit": "limit",
 ProgressFn = Callable[[int, int | None], None]
 
 
+_EMPTY: dict[str, pd.DataFrame] = {}
+
+
+def _empty(name: str) -> pd.DataFrame:
+    if name not in _EMPTY:
+        _EMPTY[name] = empty_table(name)
+    return _EMPTY[name].copy()
+
+
+def _int_array(vals: list):
+    return pd.array(np.array([np.nan if v is None else v for v in vals], dtype=float), dtype="Int64")
+
+
+def _with_columns(df: pd.DataFrame, extra: dict) -> pd.DataFrame:
+    """Extra columns after the schema's, in one go (cheaper than one assignment per column)."""
+    return pd.concat([df, pd.DataFrame(extra, index=df.index)], axis=1)
+
+
 class _Task:
     __slots__ = ("key", "task", "run", "slot", "arr_t", "arr_step", "adm_t", "adm_step", "fs_step", "fs_t",
                  "ft_step", "ft_t", "fin_step", "fin_t", "prompt_len", "prompt_sent", "n_keep", "cached",
@@ -987,16 +1005,16 @@ class LlamaLogReader:
             "preempted": np.zeros(steps_n, dtype=np.int64), "finished": self.st_finished,
             "arrived": self.st_arrived, "idle": np.zeros(steps_n, dtype=bool),
             "swap_bytes": np.zeros(steps_n)})
-        steps["logged_tokens"] = pd.array([np.nan if v is None else v for v in self.st_logged], dtype="Int64") \
-            if steps_n else pd.array([], dtype="Int64")
+        steps = _with_columns(steps, {"logged_tokens": _int_array(self.st_logged)})
         # ---- requests
         prefill_by_req: dict[str, int] = {}
         if len(b_step):
             pre = ~is_dec
             reqs_arr = np.asarray(sel(self.b_req), dtype=object)
             if pre.any():
-                sums = pd.Series(b_tok[pre]).groupby(reqs_arr[pre], sort=False).sum()
-                prefill_by_req = {k: int(v) for k, v in sums.items()}
+                keys, inv = np.unique(reqs_arr[pre].astype(str), return_inverse=True)
+                sums = np.bincount(inv, weights=b_tok[pre])
+                prefill_by_req = {k: int(v) for k, v in zip(keys.tolist(), sums.tolist())}
         tasks = list(self.tasks.values())
         last_step = self.n_steps
         kept, dropped_nonslot = [], 0
@@ -1052,15 +1070,12 @@ class LlamaLogReader:
             "rejected": [t.error is not None and t.fs_step is None for t in kept],
             "finish_reason": reasons, "slot": [t.slot for t in kept],
         }
-        requests = table_from_columns("requests", rows)
-        for col, vals in (("task", [t.task for t in kept]), ("prompt_tokens", proc),
-                          ("server_prompt_n", [t.t_pn for t in kept]),
-                          ("server_predicted_n", [t.t_en for t in kept])):
-            requests[col] = pd.array([np.nan if v is None else v for v in vals], dtype="Int64") if kept \
-                else pd.array([], dtype="Int64")
-        for col, vals in (("server_prompt_ms", [t.t_pms for t in kept]),
-                          ("server_predicted_ms", [t.t_ems for t in kept])):
-            requests[col] = np.array([np.nan if v is None else v for v in vals], dtype=float)
+        requests = _with_columns(table_from_columns("requests", rows), {
+            "task": _int_array([t.task for t in kept]), "prompt_tokens": _int_array(proc),
+            "server_prompt_n": _int_array([t.t_pn for t in kept]),
+            "server_predicted_n": _int_array([t.t_en for t in kept]),
+            "server_prompt_ms": np.array([np.nan if t.t_pms is None else t.t_pms for t in kept], dtype=float),
+            "server_predicted_ms": np.array([np.nan if t.t_ems is None else t.t_ems for t in kept], dtype=float)})
         # cross-check the rebuilt counts against the server's own timing lines
         bad = [t.key for t, p in zip(kept, proc) if t.t_pn is not None and p is not None and p != t.t_pn]
         bad += [t.key for t, g in zip(kept, gen) if t.t_en is not None and g is not None and g != t.t_en]
@@ -1118,8 +1133,8 @@ class LlamaLogReader:
             "batch_mismatches": len(self.batch_mismatch), "runs": len(runs), "server_runs": runs,
             "num_requests": len(kept), "num_blocks": 0,
         }
-        return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=empty_table("kv"),
-                     counters=empty_table("counters"), meta=meta)
+        return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=_empty("kv"),
+                     counters=_empty("counters"), meta=meta)
 
     def _reason(self, t: _Task) -> str:
         if not t.finished:
@@ -1148,22 +1163,26 @@ class _Prepend(io.RawIOBase):
     def readable(self):
         return True
 
+    def read(self, n=-1):
+        if n is None or n < 0:
+            rest, self.head = self.head + (self.f.read() or b""), b""
+            return rest
+        return super().read(n)
+
     def readinto(self, b):
         if self.head:
             n = min(len(b), len(self.head))
             b[:n] = self.head[:n]
             self.head = self.head[n:]
             return n
-        data = self.f.read(len(b))
-        if isinstance(data, str):
-            data = data.encode("utf-8", "replace")
-        n = len(data or b"")
-        b[:n] = data or b""
+        data = self.f.read(len(b)) or b""
+        n = len(data)
+        b[:n] = data
         return n
 
 
-def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, pos_fn) -> None:
-    done = 0
+def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, pos_fn, start: int = 0) -> None:
+    done = start
     while True:
         try:
             chunk = f.read(block)
@@ -1172,10 +1191,11 @@ def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, 
             break
         if not chunk:
             break
+        n = len(chunk)   # characters for a text stream, as its size was measured
         if isinstance(chunk, str):
             chunk = chunk.encode("utf-8", "replace")
         reader.feed(chunk)
-        done = pos_fn() if pos_fn else done + len(chunk)
+        done = pos_fn() if pos_fn else done + n
         if progress is not None:
             progress(done, total)
 
@@ -1220,15 +1240,17 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
             source.seek(here)
         except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
             total = None
-        head = source.read(2)
-        if isinstance(head, str):
-            head = head.encode("utf-8", "replace")
-        stream = io.BufferedReader(_Prepend(head or b"", source), buffer_size=1 << 16)
-        if head == b"\x1f\x8b":
-            with gzip.GzipFile(fileobj=stream, mode="rb") as gz:
-                _blocks_from_stream(gz, block_size, reader, progress, total, None)
+        head = source.read(2) or b""
+        if isinstance(head, str):   # a text stream
+            reader.feed(head.encode("utf-8", "replace"))
+            _blocks_from_stream(source, block_size, reader, progress, total, None, start=len(head))
+        elif head[:2] == b"\x1f\x8b":
+            pos = getattr(source, "tell", None)
+            with gzip.GzipFile(fileobj=_Prepend(bytes(head), source), mode="rb") as gz:
+                _blocks_from_stream(gz, block_size, reader, progress, total, pos)
         else:
-            _blocks_from_stream(stream, block_size, reader, progress, total, None)
+            reader.feed(bytes(head))
+            _blocks_from_stream(source, block_size, reader, progress, total, None, start=len(head))
     else:
         _feed_lines(reader, source, block_size, progress)
     return reader.finish()
