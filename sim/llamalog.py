@@ -104,31 +104,38 @@ def _at_record_start(prefix: bytes) -> bytes:
             + rb"))")
 
 
-_SLOT = re.compile(rb"slot " + _at_record_start(b"slot ") + rb"(?P<fn>[^\n]{12}): id +(?P<sid>\d+) \| task (?P<tid>-?\d+) \| (?:"
-                   + b"|".join(_SLOT_MSGS) + rb")")
-_SRV = re.compile(
-    rb"srv  " + _at_record_start(b"srv  ") + rb"(?:update_slots: (?:(?P<post>posting NEXT_RESPONSE)"
-    rb"|(?P<dbatch>decoding batch, n_tokens = (?P<db_n>\d+))"
-    rb"|(?P<runs>run slots completed)"
-    rb"|(?P<ofail>failed to find free space in the KV cache, retrying with smaller batch size[^\n]*?, i = (?P<of_i>-?\d+), n_batch = (?P<of_b>\d+))"
-    rb"|(?P<ofull>failed to decode the batch(?P<of_msg>[^\n]*))"
-    rb"|(?P<decerr>decode\(\) failed: (?P<de_msg>[^\n]*))"
-    rb"|(?P<uother>))"
-    rb"|      decode: (?:(?P<eff>n_batch \(effective\) = (?P<eff_b>\d+), off = (?P<eff_o>\d+))"
-    rb"|(?P<nfail>failed to find free space in the KV cache, retrying with smaller batch size, off = (?P<nf_o>\d+), n_batch = (?P<nf_b>\d+))"
-    rb"|(?P<nctx>Context size has been exceeded[^\n]*)"
-    rb"|(?P<dother>))"
-    rb"|  send_error: (?P<senderr>task id = (?P<se_t>\d+), error: (?P<se_msg>[^\n]*))"
-    rb"|(?:        stop|cancel_tasks): (?P<cancel>cancel task, id_task = (?P<ca_t>\d+))"
-    rb"|process_sing: (?P<defer>no slot is available, defer task, id_task = (?P<df_t>\d+))"
-    rb"|  load_model: (?P<loadm>loading model)"
-    rb"|(?:  load_model|        init): (?P<nslots>initializing(?: slots)?, n_slots = (?P<nsl>\d+)))"
-)
-_QUE = re.compile(
-    rb"que  " + _at_record_start(b"que  ") + rb"(?:yield_to_que: (?P<ydone>done yielding)"
-    rb"|pop_deferred: (?P<popdef>pop deferred task, id_task = (?P<pd_t>\d+))"
-    rb"|        post: (?P<arr>new task, id = (?P<ar_t>\d+)/\d+, front = 0))"
-)
+def _families(guarded: bool):
+    """The three scanners. guarded: a record must begin a line (after the log's own prefix);
+    unguarded: anywhere (logs whose lines carry a foreign prefix, e.g. journald or docker)."""
+    guard = _at_record_start if guarded else (lambda prefix: b"")
+    slot = re.compile(rb"slot " + guard(b"slot ") + rb"(?P<fn>[^\n]{12}): id +(?P<sid>\d+) \| task (?P<tid>-?\d+) "
+                      rb"\| (?:" + b"|".join(_SLOT_MSGS) + rb")")
+    srv = re.compile(
+        rb"srv  " + guard(b"srv  ") + rb"(?:update_slots: (?:(?P<post>posting NEXT_RESPONSE)"
+        rb"|(?P<dbatch>decoding batch, n_tokens = (?P<db_n>\d+))"
+        rb"|(?P<runs>run slots completed)"
+        rb"|(?P<ofail>failed to find free space in the KV cache, retrying with smaller batch size[^\n]*?, i = (?P<of_i>-?\d+), n_batch = (?P<of_b>\d+))"
+        rb"|(?P<ofull>failed to decode the batch(?P<of_msg>[^\n]*))"
+        rb"|(?P<decerr>decode\(\) failed: (?P<de_msg>[^\n]*))"
+        rb"|(?P<uother>))"
+        rb"|      decode: (?:(?P<eff>n_batch \(effective\) = (?P<eff_b>\d+), off = (?P<eff_o>\d+))"
+        rb"|(?P<nfail>failed to find free space in the KV cache, retrying with smaller batch size, off = (?P<nf_o>\d+), n_batch = (?P<nf_b>\d+))"
+        rb"|(?P<nctx>Context size has been exceeded[^\n]*)"
+        rb"|(?P<dother>))"
+        rb"|  send_error: (?P<senderr>task id = (?P<se_t>\d+), error: (?P<se_msg>[^\n]*))"
+        rb"|(?:        stop|cancel_tasks): (?P<cancel>cancel task, id_task = (?P<ca_t>\d+))"
+        rb"|process_sing: (?P<defer>no slot is available, defer task, id_task = (?P<df_t>\d+))"
+        rb"|  load_model: (?P<loadm>loading model)"
+        rb"|(?:  load_model|        init): (?P<nslots>initializing(?: slots)?, n_slots = (?P<nsl>\d+)))")
+    que = re.compile(
+        rb"que  " + guard(b"que  ") + rb"(?:yield_to_que: (?P<ydone>done yielding)"
+        rb"|pop_deferred: (?P<popdef>pop deferred task, id_task = (?P<pd_t>\d+))"
+        rb"|        post: (?P<arr>new task, id = (?P<ar_t>\d+)/\d+, front = 0))")
+    return slot, srv, que
+
+
+_SLOT, _SRV, _QUE = _families(True)
+_LOOSE = _families(False)
 _GS = _SLOT.groupindex
 _G_DEC_N, _G_DEC_K, _G_TOK_N, _G_TOK_R = _GS["dec_n"], _GS["dec_k"], _GS["tok_n"], _GS["tok_r"]
 _G_SID, _G_TID = _GS["sid"], _GS["tid"]
@@ -211,6 +218,7 @@ class LlamaLogReader:
         self.name = name
         self.carry = b""
         self.skip_long = False
+        self.families = (_SLOT, _SRV, _QUE)
         self.nbytes = 0
         self.nlines = 0
         self.warnings: list[str] = []
@@ -338,24 +346,37 @@ class LlamaLogReader:
         data = b"\n" + data   # every record, the first one too, follows a line end
         if not self.records:
             self.nlines += data.count(b"\n") - 1
-        srv = list(_SRV.finditer(data))
+        slot_re, srv_re, que_re = self.families
+        srv = list(srv_re.finditer(data))
+        ms = list(slot_re.finditer(data))
+        if not ms and not srv and not self.records and self.families is not _LOOSE:
+            if sum(1 for _ in _LOOSE[0].finditer(data)) >= 5:
+                self.families = _LOOSE
+                self._warn("the log's lines carry a foreign prefix (journald, docker, ...?): records are "
+                           "read wherever they appear on a line")
+                self.nlines -= data.count(b"\n") - 1
+                self._scan(data[1:])
+                return
         # start-up lines (build, context parameters) are looked for only where a server starts
         need_sec = self.n_steps < self.run_first_step or any(m.lastgroup == "loadm" for m in srv)
-        ms = list(_SLOT.finditer(data))
         ms.extend(srv)
-        ms.extend(_QUE.finditer(data))
+        ms.extend(que_re.finditer(data))
         if need_sec:
             seen = set()
             for g in _SEC_GATES:
                 i = data.find(g)
                 while i >= 0:
                     ls = data.rfind(b"\n", 0, i) + 1
+                    le = data.find(b"\n", i)
                     if ls not in seen:
                         seen.add(ls)
                         m = _SEC.match(data, ls)
+                        if m is None:   # behind a foreign prefix (journald, docker): not inside JSON text
+                            m = _SEC.search(data, ls, min(le if le >= 0 else len(data), ls + 300))
+                            if m is not None and (b'"' in data[ls:m.start()] or b"{" in data[ls:m.start()]):
+                                m = None
                         if m is not None:
                             ms.append(m)
-                    le = data.find(b"\n", i)
                     if le < 0:
                         break
                     i = data.find(g, le)

@@ -504,3 +504,17 @@ def test_reader_feed_in_tiny_pieces():
     for i in range(0, len(data), 997):
         r.feed(data[i:i + 997])
     assert summary(r.finish()) == summary(parsed(FIX / OLD / "s2_np4_mixed_staggered_seed2201.log"))
+
+
+def test_foreign_line_prefixes_and_crlf():
+    """journald-style prefixes before every line, and Windows line ends."""
+    for log in (FIX / OLD / "s6_stream_cancel_seed603.log", FIX / NEW / "s5_prompt_cache_reuse.log"):
+        ref = parsed(log)
+        lines = log.read_bytes().splitlines(keepends=True)
+        journald = b"".join(b"Aug 17 10:00:00 host llama-server[4242]: " + ln for ln in lines)
+        tr = read_llama_log(journald)
+        assert summary(tr) == summary(ref)
+        assert tr.meta["n_batch"] == ref.meta["n_batch"] and tr.meta["n_slots"] == ref.meta["n_slots"]
+        if ref.time_unit == "steps":   # no timestamps: records are found behind the foreign prefix
+            assert any("foreign prefix" in w for w in tr.meta["warnings"])
+        assert summary(read_llama_log(log.read_bytes().replace(b"\n", b"\r\n"))) == summary(ref)
