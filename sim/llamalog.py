@@ -42,7 +42,6 @@ JavaScript) is never interpreted.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import operator
 import os
@@ -70,28 +69,28 @@ FINISH_REASONS = ("stop", "limit", "context", "cancelled", "error", "unknown")
 # group that closes last names the record.
 # ---------------------------------------------------------------------------------------------
 _SLOT_MSGS = [
-    rb"(?P<dec>slot decode token, (?:id=-?\d+, )?n_ctx = \d+, n_(?P<dec_k>past|tokens) = (?P<dec_n>\d+))",
-    rb"(?P<tok>n_(?:gen|decoded) = +(?P<tok_n>\d+), n_remaining = +(?P<tok_r>-?\d+), next token)",
-    rb"(?P<chunk>(?:cached n_tokens|n_tokens|n_past) = (?P<chunk_x>\d+), memory_seq_rm \[)",
-    rb"(?P<kvrm>kv cache rm \[(?P<kvrm_x>\d+), end\))",
-    rb"(?P<prog>prompt processing progress, n_(?:past|tokens) = (?P<prog_p>\d+), (?:batch\.)?n_tokens = (?P<prog_t>\d+))",
-    rb"(?P<pdone>prompt (?:processing )?done, n_(?:past|tokens) = (?P<pdone_p>\d+), (?:batch\.)?n_tokens = (?P<pdone_t>\d+))",
-    rb"(?P<isamp>init sampler, took [\d.]+ ms, tokens: text = \d+, total = (?P<isamp_t>\d+))",
-    rb"(?P<newp>new prompt, n_ctx_slot = (?P<newp_c>\d+), n_keep = (?P<newp_k>-?\d+), (?:task\.n_tokens|n_prompt_tokens) = (?P<newp_n>\d+))",
+    rb"(?P<dec>slot decode token, (?:id=-?\d+, )?n_ctx = \d+, n_(?P<dec_k>past|tokens) = (?P<dec_n>\d{1,15}))",
+    rb"(?P<tok>n_(?:gen|decoded) = +(?P<tok_n>\d{1,15}), n_remaining = +(?P<tok_r>-?\d{1,15}), next token)",
+    rb"(?P<chunk>(?:cached n_tokens|n_tokens|n_past) = (?P<chunk_x>\d{1,15}), memory_seq_rm \[)",
+    rb"(?P<kvrm>kv cache rm \[(?P<kvrm_x>\d{1,15}), end\))",
+    rb"(?P<prog>prompt processing progress, n_(?:past|tokens) = (?P<prog_p>\d{1,15}), (?:batch\.)?n_tokens = (?P<prog_t>\d{1,15}))",
+    rb"(?P<pdone>prompt (?:processing )?done, n_(?:past|tokens) = (?P<pdone_p>\d{1,15}), (?:batch\.)?n_tokens = (?P<pdone_t>\d{1,15}))",
+    rb"(?P<isamp>init sampler, took [\d.]+ ms, tokens: text = \d+, total = (?P<isamp_t>\d{1,15}))",
+    rb"(?P<newp>new prompt, n_ctx_slot = (?P<newp_c>\d{1,15}), n_keep = (?P<newp_k>-?\d{1,15}), (?:task\.n_tokens|n_prompt_tokens) = (?P<newp_n>\d{1,15}))",
     rb"(?P<stop>stopped (?P<stop_k>by EOS|by limit|by time limit|by indentation limit|due to running out of context)"
-    rb"(?:, n_(?:gen|decoded) = \d+, n_predict = (?P<stop_np>-?\d+))?)",
-    rb"(?P<rel>stop processing: n_(?:tokens|past) = (?P<rel_n>\d+), truncated = (?P<rel_t>-?\d+))",
+    rb"(?:, n_(?:gen|decoded) = \d+, n_predict = (?P<stop_np>-?\d{1,15}))?)",
+    rb"(?P<rel>stop processing: n_(?:tokens|past) = (?P<rel_n>\d{1,15}), truncated = (?P<rel_t>-?\d{1,15}))",
     rb"(?P<launch>processing task)",
     rb"(?P<lslot>launching slot : )",
-    rb"(?P<draft>generate_draft: id=-?\d+, #tokens=\d+, #draft=(?P<draft_d>\d+), pos_next=(?P<draft_p>-?\d+))",
-    rb"(?P<cshift>slot context shift, n_keep = (?P<cs_k>-?\d+), n_left = (?P<cs_l>-?\d+), n_discard = (?P<cs_d>-?\d+))",
-    rb"(?P<trunc>input truncated, n_ctx = \d+, n_keep = -?\d+, n_left = -?\d+, n_prompt_tokens = (?P<tr_n>\d+))",
+    rb"(?P<draft>generate_draft: id=-?\d+, #tokens=\d+, #draft=(?P<draft_d>\d{1,15}), pos_next=(?P<draft_p>-?\d{1,15}))",
+    rb"(?P<cshift>slot context shift, n_keep = (?P<cs_k>-?\d{1,15}), n_left = (?P<cs_l>-?\d{1,15}), n_discard = (?P<cs_d>-?\d{1,15}))",
+    rb"(?P<trunc>input truncated, n_ctx = \d+, n_keep = -?\d+, n_left = -?\d+, n_prompt_tokens = (?P<tr_n>\d{1,15}))",
     rb"(?P<full>need to evaluate at least 1 token)",
-    rb"(?P<ptime>prompt eval time = +(?P<pt_ms>[\d.]+) ms / +(?P<pt_n>\d+) tokens)",
-    rb"(?P<etime> *eval time = +(?P<et_ms>[\d.]+) ms / +(?P<et_n>\d+) tokens)",
-    rb"(?P<thdr>\r?\n(?:prompt eval time = +(?P<th_pms>[\d.]+) ms / +(?P<th_pn>\d+) tokens[^\n]*\n"
-    rb" *eval time = +(?P<th_ems>[\d.]+) ms / +(?P<th_en>\d+) tokens)?)",
-    rb"(?P<newslot>new slot,? n_ctx(?:_slot)? = (?P<ns_c>\d+))",
+    rb"(?P<ptime>prompt eval time = +(?P<pt_ms>[\d.]{1,24}) ms / +(?P<pt_n>\d{1,15}) tokens)",
+    rb"(?P<etime> *eval time = +(?P<et_ms>[\d.]{1,24}) ms / +(?P<et_n>\d{1,15}) tokens)",
+    rb"(?P<thdr>\r?\n(?:prompt eval time = +(?P<th_pms>[\d.]{1,24}) ms / +(?P<th_pn>\d{1,15}) tokens[^\n]*\n"
+    rb" *eval time = +(?P<th_ems>[\d.]{1,24}) ms / +(?P<th_en>\d{1,15}) tokens)?)",
+    rb"(?P<newslot>new slot,? n_ctx(?:_slot)? = (?P<ns_c>\d{1,15}))",
     rb"(?P<sother>)",
 ]
 
@@ -108,29 +107,29 @@ def _families(guarded: bool):
     """The three scanners. guarded: a record must begin a line (after the log's own prefix);
     unguarded: anywhere (logs whose lines carry a foreign prefix, e.g. journald or docker)."""
     guard = _at_record_start if guarded else (lambda prefix: b"")
-    slot = re.compile(rb"slot " + guard(b"slot ") + rb"(?P<fn>[^\n]{12}): id +(?P<sid>\d+) \| task (?P<tid>-?\d+) "
+    slot = re.compile(rb"slot " + guard(b"slot ") + rb"(?P<fn>[^\n]{12}): id +(?P<sid>\d{1,15}) \| task (?P<tid>-?\d{1,15}) "
                       rb"\| (?:" + b"|".join(_SLOT_MSGS) + rb")")
     srv = re.compile(
         rb"srv  " + guard(b"srv  ") + rb"(?:update_slots: (?:(?P<post>posting NEXT_RESPONSE)"
-        rb"|(?P<dbatch>decoding batch, n_tokens = (?P<db_n>\d+))"
+        rb"|(?P<dbatch>decoding batch, n_tokens = (?P<db_n>\d{1,15}))"
         rb"|(?P<runs>run slots completed)"
-        rb"|(?P<ofail>failed to find free space in the KV cache, retrying with smaller batch size[^\n]*?, i = (?P<of_i>-?\d+), n_batch = (?P<of_b>\d+))"
+        rb"|(?P<ofail>failed to find free space in the KV cache, retrying with smaller batch size[^\n]*?, i = (?P<of_i>-?\d{1,15}), n_batch = (?P<of_b>\d{1,15}))"
         rb"|(?P<ofull>failed to decode the batch(?P<of_msg>[^\n]*))"
         rb"|(?P<decerr>decode\(\) failed: (?P<de_msg>[^\n]*))"
         rb"|(?P<uother>))"
-        rb"|      decode: (?:(?P<eff>n_batch \(effective\) = (?P<eff_b>\d+), off = (?P<eff_o>\d+))"
-        rb"|(?P<nfail>failed to find free space in the KV cache, retrying with smaller batch size, off = (?P<nf_o>\d+), n_batch = (?P<nf_b>\d+))"
+        rb"|      decode: (?:(?P<eff>n_batch \(effective\) = (?P<eff_b>\d{1,15}), off = (?P<eff_o>\d{1,15}))"
+        rb"|(?P<nfail>failed to find free space in the KV cache, retrying with smaller batch size, off = (?P<nf_o>\d{1,15}), n_batch = (?P<nf_b>\d{1,15}))"
         rb"|(?P<nctx>Context size has been exceeded[^\n]*)"
         rb"|(?P<dother>))"
-        rb"|  send_error: (?P<senderr>task id = (?P<se_t>\d+), error: (?P<se_msg>[^\n]*))"
-        rb"|(?:        stop|cancel_tasks): (?P<cancel>cancel task, id_task = (?P<ca_t>\d+))"
-        rb"|process_sing: (?P<defer>no slot is available, defer task, id_task = (?P<df_t>\d+))"
+        rb"|  send_error: (?P<senderr>task id = (?P<se_t>\d{1,15}), error: (?P<se_msg>[^\n]*))"
+        rb"|(?:        stop|cancel_tasks): (?P<cancel>cancel task, id_task = (?P<ca_t>\d{1,15}))"
+        rb"|process_sing: (?P<defer>no slot is available, defer task, id_task = (?P<df_t>\d{1,15}))"
         rb"|  load_model: (?P<loadm>loading model)"
-        rb"|(?:  load_model|        init): (?P<nslots>initializing(?: slots)?, n_slots = (?P<nsl>\d+)))")
+        rb"|(?:  load_model|        init): (?P<nslots>initializing(?: slots)?, n_slots = (?P<nsl>\d{1,15})))")
     que = re.compile(
         rb"que  " + guard(b"que  ") + rb"(?:yield_to_que: (?P<ydone>done yielding)"
-        rb"|pop_deferred: (?P<popdef>pop deferred task, id_task = (?P<pd_t>\d+))"
-        rb"|        post: (?P<arr>new task, id = (?P<ar_t>\d+)/\d+, front = 0))")
+        rb"|pop_deferred: (?P<popdef>pop deferred task, id_task = (?P<pd_t>\d{1,15}))"
+        rb"|        post: (?P<arr>new task, id = (?P<ar_t>\d{1,15})/\d+, front = 0))")
     return slot, srv, que
 
 
@@ -144,13 +143,13 @@ _G_SID, _G_TID = _GS["sid"], _GS["tid"]
 # KV failures. Only tried on lines holding one of the gate substrings.
 _SEC = re.compile(
     rb"(?:\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] )?(?:cmn  common_param: common_params_print_info: )?(?:"
-    rb"(?P<build>build:? (?P<bn>\d+) \((?P<bh>[0-9a-f]{6,40})\))"
+    rb"(?P<build>build:? (?P<bn>\d{1,15}) \((?P<bh>[0-9a-f]{6,40})\))"
     rb"|(?:llama_context|llama_init_from_model): +(?P<ck>n_seq_max|n_ctx|n_ctx_seq|n_ctx_per_seq|n_batch|n_ubatch"
     rb"|kv_unified|flash_attn|causal_attn) += (?P<cv>[^\s]+))"
 )
 _SEC_GATES = (b"build", b"llama_")
 _START = operator.methodcaller("start")
-_TS = re.compile(rb"(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [A-Z] \Z")
+_TS = re.compile(rb"(\d{1,6})\.(\d\d)\.(\d\d\d)\.(\d\d\d) [A-Z] \Z")
 _IGNORED_SLOT = (
     b"selected slot", b"- ", b"sampler chain", b"sampler params", b"saving idle slot", b"__TEST_TAG",
     b"clearing prompt", b"main/do_checkpoint", b"graphs reused", b"total time", b"n_gen =", b"n_decoded =",
@@ -756,10 +755,10 @@ class LlamaLogReader:
         e = m.end()
         le = data.find(b"\n", e)
         seg = data[e:le if le >= 0 else len(data)]
-        mt = re.search(rb'"id_task":(-?\d+)', seg)
+        mt = re.search(rb'"id_task":(-?\d{1,15})', seg)
         if mt is None or int(mt.group(1)) != tid:
             return
-        mp = re.search(rb'"n_predict":(-?\d+)', seg)
+        mp = re.search(rb'"n_predict":(-?\d{1,15})', seg)
         if mp is not None and int(mp.group(1)) >= 0:
             t = self._task(tid)
             if t.max_tokens is None:
@@ -896,7 +895,7 @@ class LlamaLogReader:
         t.error = msg
         ts = self._ts(data, s)
         self._event(max(self.n_steps, 1), ts, t.key, "error", msg[:200])
-        mr = re.match(r"request \((\d+) tokens\)", msg)
+        mr = re.match(r"request \((\d{1,15}) tokens\)", msg)
         if mr and t.prompt_sent is None:
             t.prompt_sent = int(mr.group(1))
         if not t.launched:
@@ -1202,6 +1201,44 @@ class _Prepend(io.RawIOBase):
         return n
 
 
+def _gunzip_into(read, block: int, reader: LlamaLogReader, progress, total, first: bytes = b"") -> None:
+    """Decompress a gzip stream block by block into the reader. A cut or damaged stream keeps
+    what was decompressed before the damage (GzipFile would drop the last block); several
+    gzip members back to back are read one after the other."""
+    d = zlib.decompressobj(31)
+    done = 0
+    comp = first or read(block)
+    while comp:
+        done += len(comp)
+        try:
+            out = d.decompress(comp, block)
+            while True:
+                if out:
+                    reader.feed(out)
+                if d.unconsumed_tail:
+                    out = d.decompress(d.unconsumed_tail, block)
+                elif d.eof and d.unused_data:
+                    rest = d.unused_data
+                    d = zlib.decompressobj(31)
+                    out = d.decompress(rest, block)
+                else:
+                    break
+        except zlib.error as e:
+            reader._warn(f"the compressed data is damaged ({e}); what was read before is shown")
+            return
+        if progress is not None:
+            progress(done, total)
+        comp = read(block)
+    try:
+        tail = d.flush()
+    except zlib.error:
+        tail = b""
+    if tail:
+        reader.feed(tail)
+    if not d.eof:
+        reader._warn("the compressed file ends early (cut?); what was read is shown")
+
+
 def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, pos_fn, start: int = 0) -> None:
     done = start
     while True:
@@ -1241,8 +1278,7 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
             head = raw.read(2)
             raw.seek(0)
             if head == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                    _blocks_from_stream(gz, block_size, reader, progress, total, raw.tell)
+                _gunzip_into(raw.read, 1 << 20, reader, progress, total)
             else:
                 _blocks_from_stream(raw, block_size, reader, progress, total, raw.tell)
         finally:
@@ -1266,9 +1302,7 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
             reader.feed(head.encode("utf-8", "replace"))
             _blocks_from_stream(source, block_size, reader, progress, total, None, start=len(head))
         elif head[:2] == b"\x1f\x8b":
-            pos = getattr(source, "tell", None)
-            with gzip.GzipFile(fileobj=_Prepend(bytes(head), source), mode="rb") as gz:
-                _blocks_from_stream(gz, block_size, reader, progress, total, pos)
+            _gunzip_into(source.read, 1 << 20, reader, progress, total, first=bytes(head))
         else:
             reader.feed(bytes(head))
             _blocks_from_stream(source, block_size, reader, progress, total, None, start=len(head))
@@ -1279,8 +1313,14 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
 
 def _feed_bytes(reader: LlamaLogReader, data: bytes, block: int, progress) -> None:
     if data[:2] == b"\x1f\x8b":
-        _blocks_from_stream(gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb"), block, reader, progress,
-                            len(data), None)
+        view = memoryview(data)
+        pos = [0]
+
+        def read(n):
+            chunk = bytes(view[pos[0]:pos[0] + n])
+            pos[0] += len(chunk)
+            return chunk
+        _gunzip_into(read, 1 << 20, reader, progress, len(data))
         return
     total = len(data)
     for i in range(0, total, block):

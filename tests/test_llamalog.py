@@ -518,3 +518,18 @@ def test_foreign_line_prefixes_and_crlf():
         if ref.time_unit == "steps":   # no timestamps: records are found behind the foreign prefix
             assert any("foreign prefix" in w for w in tr.meta["warnings"])
         assert summary(read_llama_log(log.read_bytes().replace(b"\n", b"\r\n"))) == summary(ref)
+
+
+def test_cut_or_damaged_gzip_and_absurd_numbers():
+    data = (FIX / OLD / "s5_prompt_cache_reuse.log").read_bytes()
+    gz = gzip.compress(data)
+    full = len(parsed(FIX / OLD / "s5_prompt_cache_reuse.log").steps)
+    half = read_llama_log(gz[:len(gz) // 2])
+    assert 0 < len(half.steps) < full
+    assert any("ends early" in w for w in half.meta["warnings"])
+    assert len(read_llama_log(gzip.compress(data[:99999]) + gzip.compress(data[99999:])).steps) == full
+    read_llama_log(gz[:300] + bytes(300) + gz[600:])
+    huge = data.replace(b"kv cache rm [1540, end)", b"kv cache rm [99999999999999999999999999, end)")
+    huge = huge.replace(b"n_tokens = 1, progress", b"n_tokens = 123456789012345678901234567890, progress")
+    tr = read_llama_log(huge)
+    assert len(tr.steps) == full and tr.meta["warnings"]
