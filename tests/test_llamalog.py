@@ -452,15 +452,13 @@ def test_unknown_build_degrades_and_reports():
 
 def test_cli_json_and_trace(tmp_path):
     log = FIX / NEW / "s9_kv_unified_small_ubatch.log"
-    out = subprocess.run([sys.executable, "-m", "sim", "llamalog", str(log), "--json"], cwd=ROOT,
+    path = tmp_path / "t.trace"
+    out = subprocess.run([sys.executable, "-m", "sim", "llamalog", str(log), "--json", "-o", str(path)], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     s = json.loads(out.stdout)
     assert set(s) == {"build", "batches", "tasks", "unparsed_lines"}
     assert s == summary(parsed(log))
     assert set(s["tasks"][0]) == {"task", "slot", "prompt_tokens", "cached_tokens", "generated_tokens", "finish"}
-    path = tmp_path / "t.trace"
-    subprocess.run([sys.executable, "-m", "sim", "llamalog", str(log), "-o", str(path)], cwd=ROOT, check=True,
-                   capture_output=True)
     back = Trace.load(str(path))
     assert back.source == "llama-server log" and summary(back) == s
     bad = subprocess.run([sys.executable, "-m", "sim", "llamalog", str(tmp_path / "missing.log")], cwd=ROOT,
