@@ -300,10 +300,10 @@ class LlamaLogReader:
         if not chunk:
             return
         self.nbytes += len(chunk)
-        buf = self.carry + chunk if self.carry else chunk
+        buf = b"".join((b"\n", self.carry, chunk))   # one copy; every record then follows a line end
         cut = buf.rfind(b"\n")
-        if cut < 0:
-            self._keep_carry(buf)
+        if cut <= 0:
+            self._keep_carry(buf[1:])
             return
         # keep an OLD timing block (header + 3 unprefixed lines) together with its header
         tail = buf.rfind(b"print_timing", max(0, cut - 600), cut)
@@ -313,7 +313,7 @@ class LlamaLogReader:
                 cut = ls
         self.carry = b""
         self._keep_carry(buf[cut + 1:])
-        self._scan(buf if cut + 1 == len(buf) else buf[:cut + 1])
+        self._scan(buf, cut + 1)
 
     def _keep_carry(self, rest: bytes) -> None:
         if self.skip_long:
@@ -341,32 +341,33 @@ class LlamaLogReader:
             self.unparsed_examples.append(line.decode("utf-8", "replace"))
 
     # ------------------------------------------------------------------ the scan
-    def _scan(self, data: bytes) -> None:
-        data = b"\n" + data   # every record, the first one too, follows a line end
+    def _scan(self, data: bytes, end: int) -> None:
+        """Read the records in data[:end]: data starts with a line end (not part of the log) and
+        data[:end] ends with one."""
         if not self.records:
-            self.nlines += data.count(b"\n") - 1
+            self.nlines += data.count(b"\n", 0, end) - 1
         slot_re, srv_re, que_re = self.families
-        srv = list(srv_re.finditer(data))
-        ms = list(slot_re.finditer(data))
+        srv = list(srv_re.finditer(data, 0, end))
+        ms = list(slot_re.finditer(data, 0, end))
         if not ms and not srv and not self.records and self.families is not _LOOSE:
-            if sum(1 for _ in _LOOSE[0].finditer(data)) >= 5:
+            if sum(1 for _ in _LOOSE[0].finditer(data, 0, end)) >= 5:
                 self.families = _LOOSE
                 self._warn("the log's lines carry a foreign prefix (journald, docker, ...?): records are "
                            "read wherever they appear on a line")
-                self.nlines -= data.count(b"\n") - 1
-                self._scan(data[1:])
+                self.nlines -= data.count(b"\n", 0, end) - 1
+                self._scan(data, end)
                 return
         # start-up lines (build, context parameters) are looked for only where a server starts
         need_sec = self.n_steps < self.run_first_step or any(m.lastgroup == "loadm" for m in srv)
         ms.extend(srv)
-        ms.extend(que_re.finditer(data))
+        ms.extend(que_re.finditer(data, 0, end))
         if need_sec:
             seen = set()
             for g in _SEC_GATES:
-                i = data.find(g)
+                i = data.find(g, 0, end)
                 while i >= 0:
                     ls = data.rfind(b"\n", 0, i) + 1
-                    le = data.find(b"\n", i)
+                    le = data.find(b"\n", i, end)
                     if ls not in seen:
                         seen.add(ls)
                         m = _SEC.match(data, ls)
@@ -378,7 +379,7 @@ class LlamaLogReader:
                             ms.append(m)
                     if le < 0:
                         break
-                    i = data.find(g, le)
+                    i = data.find(g, le, end)
         ms.sort(key=_START)
         handlers = self.handlers
         for m in ms:
@@ -950,7 +951,8 @@ class LlamaLogReader:
             self.carry = b""
             if not self.skip_long:
                 self._warn("the last line has no line end: the log may be cut")
-                self._scan(rest + b"\n")
+                data = b"\n" + rest + b"\n"
+                self._scan(data, len(data))
                 self.nlines -= 1
         if self.phase == 1 and len(self.b_step) > self.iter_pos:
             self._warn("the log ends while a batch was being built: that batch's lines were left out")
