@@ -1176,33 +1176,6 @@ class LlamaLogReader:
 # Entry points
 # ---------------------------------------------------------------------------------------------
 
-class _Prepend(io.RawIOBase):
-    """A stream that first returns `head`, then reads from `f` (to sniff gzip magic)."""
-
-    def __init__(self, head: bytes, f):
-        self.head, self.f = head, f
-
-    def readable(self):
-        return True
-
-    def read(self, n=-1):
-        if n is None or n < 0:
-            rest, self.head = self.head + (self.f.read() or b""), b""
-            return rest
-        return super().read(n)
-
-    def readinto(self, b):
-        if self.head:
-            n = min(len(b), len(self.head))
-            b[:n] = self.head[:n]
-            self.head = self.head[n:]
-            return n
-        data = self.f.read(len(b)) or b""
-        n = len(data)
-        b[:n] = data
-        return n
-
-
 def _gunzip_into(read, block: int, reader: LlamaLogReader, progress, total, first: bytes = b"") -> None:
     """Decompress a gzip stream block by block into the reader. A cut or damaged stream keeps
     what was decompressed before the damage (GzipFile would drop the last block); several
