@@ -11,6 +11,7 @@ PAGES = {
     "Scheduler Lab": [
         st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
                 default=True),
+        st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
     ],
 }
 

@@ -20,7 +20,7 @@ from sim.trace import Trace
 
 from .common import (CACHED_FREE, EMPTY, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS, MAX_GRID_COLUMNS,
                      MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, colour_codes, discrete_colorscale,
-                     legend_swatch, request_colour)
+                     legend_swatch, pick_frames, play_controls, request_colour)
 
 KIND_CODE = {"prefill": 0, "decode": 1, "recompute": 2, "padding": 3}
 # drawn over the request colour: prefill lighter, recompute darker, padding almost blank
@@ -72,13 +72,6 @@ def lane_grid(trace: Trace, max_columns: int = MAX_GRID_COLUMNS):
     return steps, grid, kinds, used, stride
 
 
-def _frame_steps(steps: np.ndarray, max_frames: int) -> np.ndarray:
-    if len(steps) <= max_frames:
-        return steps
-    pick = np.unique(np.round(np.linspace(0, len(steps) - 1, max_frames)).astype(np.int64))
-    return steps[pick]
-
-
 def _curtain(step: int, x_end: float) -> list[dict]:
     """The two shapes of one animation frame: a veil over the steps not yet played, and a cursor."""
     return [
@@ -103,13 +96,12 @@ def _preemptions(trace: Trace) -> pd.DataFrame:
     return m.drop(columns="_s")
 
 
-def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None = None) -> go.Figure:
-    """Slot lanes over steps: who runs where, what kind of work, and who got preempted.
+def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
+    """The slot-lane traces as plain dicts (heatmap first, then kind shading, legend swatches and
+    preemption markers, on axes x/y) and facts about them: steps shown, slots, stride.
 
-    Trace 0 is the heatmap (z = request index, -1 = idle slot). Frames move a curtain and a
-    cursor (two layout shapes each), never the grid. Built from plain dicts and assembled once
-    without plotly's per-key validation (which deep-copies every array: 0.5 s on a 32x1000 run);
-    tests validate the result.
+    Shared by occupancy_figure and any figure that puts lanes in a subplot (set each dict's
+    "xaxis"/"yaxis").
     """
     steps, grid, kinds, used, stride = lane_grid(trace)
     n_req = len(trace.requests)
@@ -171,16 +163,25 @@ def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None =
                                              pre["detail"].astype(str).to_numpy()], axis=-1),
                      "hovertemplate": "step %{x}: %{customdata[0]} preempted<br>%{customdata[1]}<extra></extra>"})
 
+    return data, {"steps": steps, "slots": n_slots, "stride": stride}
+
+
+def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None = None) -> go.Figure:
+    """Slot lanes over steps: who runs where, what kind of work, and who got preempted.
+
+    Trace 0 is the heatmap (z = request index, -1 = idle slot). Frames move a curtain and a
+    cursor (two layout shapes each), never the grid. Built from plain dicts and assembled once
+    without plotly's per-key validation (which deep-copies every array: 0.5 s on a 32x1000 run);
+    tests validate the result.
+    """
+    data, info = lane_traces(trace)
+    steps, n_slots, stride = info["steps"], info["slots"], info["stride"]
+    n_req, n_cols = len(trace.requests), len(steps)
     x_end = float(steps[-1]) + 0.5 if len(steps) else 1.5
     x_start = float(steps[0]) - 0.5 if len(steps) else 0.5
-    fsteps = _frame_steps(steps, max_frames)
+    fsteps = pick_frames(steps, max_frames)
     n_frames = len(fsteps)
-    if frame_ms is None:  # a whole run plays in about 9 s, at 2 to 16 frames per second
-        frame_ms = int(min(500, max(60, 9000 / max(n_frames, 1))))
     frames = [{"name": str(int(s)), "layout": {"shapes": _curtain(int(s), x_end)}} for s in fsteps]
-    anim = {"frame": {"duration": frame_ms, "redraw": False}, "transition": {"duration": 0},
-            "fromcurrent": True, "mode": "immediate"}
-    stop = {"frame": {"duration": 0, "redraw": False}, "transition": {"duration": 0}, "mode": "immediate"}
     height = int(min(720, max(260, 150 + 34 * n_slots))) + 90
     layout = {
         "height": height, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
@@ -192,16 +193,7 @@ def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None =
         "yaxis": {"title": {"text": "slot"}, "autorange": "reversed", "showgrid": False, "zeroline": False,
                   **({"tickmode": "array", "tickvals": list(range(n_slots))} if n_slots <= 40 else {})},
         "shapes": _curtain(int(fsteps[-1]), x_end) if n_frames else [],
-        "updatemenus": [{"type": "buttons", "direction": "left", "showactive": False, "x": 0.13, "y": 0,
-                         "xanchor": "right", "yanchor": "top", "pad": {"t": 62, "r": 10},
-                         "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, anim]},
-                                     {"label": "❚❚ Pause", "method": "animate", "args": [[None], stop]}]}],
-        "sliders": [{"active": max(n_frames - 1, 0), "x": 0.14, "len": 0.86, "y": 0, "yanchor": "top",
-                     "xanchor": "left", "pad": {"t": 50, "b": 0},
-                     "currentvalue": {"prefix": "step ", "xanchor": "right", "font": {"size": 14}},
-                     "transition": {"duration": 0},
-                     "steps": [{"label": str(int(s)), "method": "animate", "args": [[str(int(s))], stop]}
-                               for s in fsteps]}],
+        **play_controls(fsteps, frame_ms),
         "meta": {"stride": stride, "frames": n_frames,
                  "requests_coloured_by": "index" if n_req <= MAX_DISCRETE_REQUESTS else "palette"},
     }

@@ -5,55 +5,34 @@ the numbers from sim.metrics, and every chart from figures.playback.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 
 import streamlit as st
 
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
-from sim import scenarios
 from sim.cost import COST_PRESETS
 from sim.metrics import per_request, summary
 from sim.policies import POLICIES
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerConfig
 from sim.simulate import oracle_jsonl, scheduler_names
 from sim.trace import Trace
-from sim.workload import Workload, effective_config, parse_workload
+from sim.workload import Workload, effective_config
 from ui.exports import export_panel
+from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_key, run_trace
+from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
+from ui.workloads import WorkloadPicker
 
 ss = st.session_state
-BUILTIN, UPLOAD = "Built-in scenario", "Upload a workload JSON"
 
-POLICY_LABELS = {"fcfs": "FCFS (vLLM default)", "priority": "Priority (vLLM)", "spf": "Shortest prompt first",
-                 "sjf": "Shortest job first", "priority_aging": "Priority with aging",
-                 "round_robin": "Round-robin by tenant", "vtc": "Virtual Token Counter (fair share)"}
-SCHEDULER_LABELS = {"vllm": "vLLM v1 (continuous batching)", "static": "Static batching (request-level)",
-                    "llama_slots": "llama-server slots"}
 # widget key -> scheduler config key
 KNOBS = {"keep_pb_scheduler": "scheduler", "keep_pb_policy": "policy", "keep_pb_budget": "max_num_batched_tokens",
          "keep_pb_blocks": "num_gpu_blocks", "keep_pb_block_size": "block_size", "keep_pb_max_seqs": "max_num_seqs",
          "keep_pb_preemption": "preemption_mode", "keep_pb_prefix": "enable_prefix_caching",
          "keep_pb_threshold": "long_prefill_token_threshold", "keep_pb_tenant_cap": "tenant_cap"}
 _D = SchedulerConfig()
-SETTINGS = PageSettings("pb", [
-    Setting("keep_pb_source", BUILTIN, str, choices=(BUILTIN, UPLOAD)),
-    Setting("keep_pb_scenario", scenarios.DEFAULT_SCENARIO, str, choices=tuple(scenarios.SCENARIOS)),
-    Setting("keep_pb_scheduler", "vllm", str, choices=tuple(scheduler_names())),
-    Setting("keep_pb_policy", _D.policy, str, choices=tuple(POLICIES)),
-    *(Setting(key, getattr(_D, name), int, bounds=BOUNDS[name]) for key, name in KNOBS.items() if name in BOUNDS),
-    Setting("keep_pb_preemption", _D.preemption_mode, str, choices=PREEMPTION_MODES),
-    Setting("keep_pb_prefix", _D.enable_prefix_caching, bool),
-    Setting("keep_pb_cost", "units", str, choices=tuple(COST_PRESETS)),
-    Setting("keep_pb_step", None, int, bounds=(0, 10**9)),
-])
 
-
-# ---------------------------------------------------------------------------------------------
-# State helpers
-# ---------------------------------------------------------------------------------------------
 
 def _apply_config(config: dict, cost: str | None = None) -> None:
     """Put a workload's config into the setting widgets (before they are drawn)."""
@@ -68,70 +47,27 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
         ss["keep_pb_cost"] = cost
 
 
-def _scenario_changed() -> None:
-    sc = scenarios.get(ss["keep_pb_scenario"])
-    _apply_config(sc.build().config, sc.cost)
-
-
-def _source_changed() -> None:
-    if ss["keep_pb_source"] == BUILTIN:
-        _scenario_changed()
-    elif ss.get("pb_upload_json"):
-        _apply_config(json.loads(ss["pb_upload_json"]).get("config") or {})
-
-
-def _fmt(v, unit: str = "", digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, float):
-        s = f"{v:,.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
-    else:
-        s = f"{v:,}"
-    return f"{s} {unit}".strip()
+PICKER = WorkloadPicker("pb", _apply_config)
+SETTINGS = PageSettings("pb", [
+    *PICKER.settings(),
+    Setting("keep_pb_scheduler", "vllm", str, choices=tuple(scheduler_names())),
+    Setting("keep_pb_policy", _D.policy, str, choices=tuple(POLICIES)),
+    *(Setting(key, getattr(_D, name), int, bounds=BOUNDS[name]) for key, name in KNOBS.items() if name in BOUNDS),
+    Setting("keep_pb_preemption", _D.preemption_mode, str, choices=PREEMPTION_MODES),
+    Setting("keep_pb_prefix", _D.enable_prefix_caching, bool),
+    Setting("keep_pb_cost", "units", str, choices=tuple(COST_PRESETS)),
+    Setting("keep_pb_step", None, int, bounds=(0, 10**9)),
+])
 
 
 # ---------------------------------------------------------------------------------------------
 # Sidebar: workload and settings
 # ---------------------------------------------------------------------------------------------
 
-SETTINGS.init(fill=_source_changed)  # the link's settings on a first visit; kept ones after
+SETTINGS.init(fill=PICKER.fill)  # the link's settings on a first visit; kept ones after
 
-problem: str | None = None
-workload: Workload | None = None
-blurb = ""
 with st.sidebar:
-    st.header("Workload")
-    source = st.radio("Source", [BUILTIN, UPLOAD], key="keep_pb_source", on_change=_source_changed,
-                      label_visibility="collapsed")
-    if source == BUILTIN:
-        key = st.selectbox("Scenario", list(scenarios.SCENARIOS), key="keep_pb_scenario",
-                           format_func=lambda k: scenarios.SCENARIOS[k].title, on_change=_scenario_changed)
-        workload = scenarios.workload(key)
-        blurb = scenarios.SCENARIOS[key].blurb
-    else:
-        up = st.file_uploader("Workload JSON", type=["json"], key="pb_upload",
-                              help='The vLLM oracle\'s workload format: {"config": {...}, "requests": '
-                                   '[{"id", "arrival_step", "prompt_len", "max_tokens", "priority"}, ...]}')
-        if up is not None:
-            data = up.getvalue()
-            digest = hashlib.sha256(data).hexdigest()
-            if ss.get("pb_upload_digest") != digest:
-                try:
-                    wl = parse_workload(data, up.name)
-                except ValueError as e:
-                    problem = f"Could not read {up.name}: {e}."
-                    ss.pop("pb_upload_json", None)
-                    ss.pop("pb_upload_digest", None)
-                else:
-                    ss["pb_upload_json"] = json.dumps(wl.to_json())
-                    ss["pb_upload_name"] = up.name
-                    ss["pb_upload_digest"] = digest
-                    _apply_config(wl.config)
-        if problem is None and ss.get("pb_upload_json"):
-            workload = Workload.from_json(json.loads(ss["pb_upload_json"]), name=ss.get("pb_upload_name", "upload"))
-            blurb = f"Uploaded workload **{ss.get('pb_upload_name', '')}**: {len(workload.requests):,} requests."
-            if up is None:
-                st.caption(f"Using {ss.get('pb_upload_name')} (uploaded earlier).")
+    PICKER.draw()
 
     st.header("Scheduler")
     st.selectbox("Scheduler", scheduler_names(), key="keep_pb_scheduler",
@@ -177,15 +113,7 @@ st.caption(
     "each one contributes, within a token budget, a cap on running requests and the KV cache's free "
     "blocks. Pick a workload and settings on the left; the run below replays those decisions step by step.")
 
-if problem:
-    st.error(problem, icon=":material/error:")
-    st.stop()
-if workload is None:
-    st.info("Upload a workload JSON on the left (the vLLM oracle's format), or pick a built-in scenario.",
-            icon=":material/upload_file:")
-    st.stop()
-if blurb:
-    st.markdown(blurb)
+workload = PICKER.require()
 
 config = {name: ss[key] for key, name in KNOBS.items()}
 config["enable_prefix_caching"] = bool(config["enable_prefix_caching"])
@@ -199,17 +127,17 @@ except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported
 m = summary(trace)
 unit = trace.time_unit
 cols = st.columns(7)
-cols[0].metric("Steps", _fmt(m["steps"]), help="Scheduler iterations (forward passes, idle ticks included).")
-cols[1].metric("Mean TTFT", _fmt(m["ttft_mean"]), help="Time to first token: arrival to the end of "
+cols[0].metric("Steps", fmt(m["steps"]), help="Scheduler iterations (forward passes, idle ticks included).")
+cols[1].metric("Mean TTFT", fmt(m["ttft_mean"]), help="Time to first token: arrival to the end of "
                "the step that sampled the request's first token.")
-cols[2].metric("p99 TTFT", _fmt(m["ttft_p99"]))
-cols[3].metric("Worst token gap", _fmt(m["itl_worst"]),
+cols[2].metric("p99 TTFT", fmt(m["ttft_p99"]))
+cols[3].metric("Worst token gap", fmt(m["itl_worst"]),
                help="The longest wait between two tokens of one request (inter-token latency).")
-cols[4].metric("Tokens / " + (unit[:-1] if unit == "units" else unit), _fmt(m["throughput"]),
+cols[4].metric("Tokens / " + (unit[:-1] if unit == "units" else unit), fmt(m["throughput"]),
                help="Throughput: output tokens per time unit.")
-cols[5].metric("Slot use", _fmt(100 * m["slot_utilization"], "%") if not math.isnan(m["slot_utilization"]) else "–",
+cols[5].metric("Slot use", fmt(100 * m["slot_utilization"], "%") if not math.isnan(m["slot_utilization"]) else "–",
                help="Batch entries per step divided by max sequences, over busy steps.")
-cols[6].metric("Preemptions", _fmt(m["preemptions"]),
+cols[6].metric("Preemptions", fmt(m["preemptions"]),
                help=f"{m['recomputed_tokens']:,} tokens recomputed because of them.")
 st.caption(f"Times are in {unit}" + (" (the lesson's abstract cost units)" if unit == "units" else "")
            + f". {m['finished']:,} of {m['requests']:,} requests finished"
@@ -245,25 +173,11 @@ if ss.get("pb_run_id") != run_id:  # a new run opens on its most interesting ste
         ss["keep_pb_step"] = _interesting_step(trace)
 
 
-def _nudge(delta: int, lo: int, hi: int) -> None:
-    ss["keep_pb_step"] = min(hi, max(lo, int(ss.get("keep_pb_step", lo)) + delta))
-
-
 @st.fragment
 def step_inspector(tr: Trace) -> None:
     steps = tr.steps["step"]
-    lo, hi = int(steps.min()), int(steps.max())
-    if ss.get("keep_pb_step") is None or not lo <= ss["keep_pb_step"] <= hi:
-        ss["keep_pb_step"] = _interesting_step(tr)
-    if hi > lo:
-        b1, b2, sl = st.columns([1, 1, 12], vertical_alignment="bottom")
-        b1.button("◀", key="pb_prev", on_click=_nudge, args=(-1, lo, hi), help="Previous step",
-                  width="stretch")
-        b2.button("▶", key="pb_next", on_click=_nudge, args=(1, lo, hi), help="Next step", width="stretch")
-        step = sl.slider("Step", lo, hi, key="keep_pb_step",
-                         help="Scrub to any step: the block map and the tables below follow.")
-    else:
-        step = lo
+    step = step_scrubber("keep_pb_step", int(steps.min()), int(steps.max()), default=_interesting_step(tr),
+                         help="Scrub to any step: the block map and the tables below follow.", buttons="pb")
     SETTINGS.sync_url()  # the scrubbed step is part of the link
     row = tr.steps[steps == step].iloc[0]
     left, right = st.columns([1, 1], gap="large")
@@ -297,7 +211,7 @@ st.subheader("Step inspector")
 step_inspector(trace)
 
 with st.expander("All metrics"):
-    rows = [{"metric": k, "value": _fmt(v) if not isinstance(v, str) else v} for k, v in m.items()]
+    rows = [{"metric": k, "value": fmt(v) if not isinstance(v, str) else v} for k, v in m.items()]
     st.dataframe(rows, hide_index=True, key="pb_metrics_table")
 with st.expander("Per request"):
     st.dataframe(per_request(trace), hide_index=True, key="pb_requests_table")

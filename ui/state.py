@@ -185,6 +185,24 @@ def parse_settings_json(data: bytes, page: str, settings: Iterable[Setting]) -> 
 # The Streamlit side
 # ---------------------------------------------------------------------------------------------
 
+def _ensure_router() -> None:
+    """Run the page through app.py's router even when a link opens it straight away.
+
+    Until app.py has run once in the server process, Streamlit treats the pages/ folder the old
+    way: a link to /compare runs pages/compare.py alone (no st.set_page_config, no keep_ loop,
+    a navigation list of file names). Switch that mode off and rerun; the rerun runs app.py,
+    whose st.navigation finds the same page again (a page's id is its url_path, so each
+    st.Page's url_path must equal its file's stem).
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without the old mode
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 class PageSettings:
     """A page's declared settings, bound to st.session_state and st.query_params."""
 
@@ -208,6 +226,7 @@ class PageSettings:
     def init(self, fill: Callable[[], None] | None = None) -> None:
         """Before any widget: on the first visit, URL values (else defaults, then `fill`);
         after a settings file was loaded, remember which values it gave."""
+        _ensure_router()
         ss = st.session_state
         self._fill = fill
         if not ss.get(self._k_loaded):

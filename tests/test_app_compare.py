@@ -1,0 +1,126 @@
+"""The Compare page under Streamlit's AppTest: both runs, the B-side controls, the one scrubber."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from plotly_util import chart_specs, decode
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+IDX = {"A": 0, "B": 1, "C": 2}
+
+
+def open_compare(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture
+def at():
+    return open_compare()
+
+
+def lanes(at, side: str) -> np.ndarray:
+    spec = chart_specs(at)["lockstep"]
+    axis = {"a": "y", "b": "y2"}[side]
+    return decode(next(t for t in spec["data"] if t["type"] == "heatmap" and t["yaxis"] == axis)["z"])
+
+
+def diff(at):
+    return next(d.value for d in at.dataframe if "better" in d.value.columns).set_index("metric")
+
+
+def batch(at, side: str) -> list[list]:
+    tables = [d.value for d in at.dataframe if "computed before" in d.value.columns]
+    return tables[{"a": 0, "b": 1}[side]][["request", "kind", "tokens"]].values.tolist()
+
+
+def test_default_compares_the_lesson_with_twice_the_blocks(at):
+    assert not at.error
+    assert at.title[0].value == "Compare"
+    assert at.number_input(key="keep_cmp_a_blocks").value == 8
+    assert at.number_input(key="keep_cmp_b_blocks").value == 16
+    specs = chart_specs(at)
+    assert {"lockstep", "kv_a", "kv_b", "change"} <= set(specs)
+    assert specs["lockstep"]["layout"]["meta"]["last_step"] == [7, 7]
+    assert lanes(at, "a")[2, 4] == -1 and lanes(at, "b")[2, 4] == IDX["C"]  # C preempted only in A
+    d = diff(at)
+    assert d.loc["preemptions", "A"] == 1 and d.loc["preemptions", "B"] == 0
+    assert d.loc["preemptions", "better"] == "B"
+    assert any(m.label == "Preemptions" and m.value == "1 → 0" for m in at.metric)
+    change = specs["change"]["layout"]["meta"]
+    assert (change["faster"], change["slower"], change["same"]) == (1, 0, 2)  # C finishes 10 units sooner
+    assert at.slider(key="keep_cmp_step").value == 5  # opens where A and B first differ
+    assert at.query_params["cmp_b_blocks"] == "16"
+
+
+def test_changing_b_budget_changes_b_and_the_differences(at):
+    before_a, before_b = lanes(at, "a"), lanes(at, "b")
+    steps_before = diff(at).loc["steps", "B"]
+    at.number_input(key="keep_cmp_b_budget").set_value(16).run()
+    assert not at.exception and not at.error
+    assert np.array_equal(lanes(at, "a"), before_a)  # A untouched
+    after_b = lanes(at, "b")
+    assert after_b.shape != before_b.shape or not np.array_equal(after_b, before_b)
+    assert after_b[0, 0] == IDX["A"] and after_b[1, 0] == IDX["B"]  # 16 tokens: A and B both start at step 1
+    d = diff(at)
+    assert d.loc["steps", "B"] < steps_before and d.loc["steps", "better"] == "B"
+    assert chart_specs(at)["lockstep"]["layout"]["meta"]["last_step"][1] == d.loc["steps", "B"]
+    assert at.query_params["cmp_b_budget"] == "16"
+
+
+def test_one_scrubber_moves_both_sides(at):
+    at.slider(key="keep_cmp_step").set_value(6).run()
+    assert not at.exception
+    specs = chart_specs(at)
+    assert specs["kv_a"]["layout"]["meta"]["step"] == 6 and specs["kv_b"]["layout"]["meta"]["step"] == 6
+    assert batch(at, "a") == [["B", "decode", 1], ["C", "recompute", 7]]
+    assert batch(at, "b") == [["B", "decode", 1]]  # with 16 blocks C was never preempted: done at step 5
+    at.button(key="cmp_next").click().run()
+    specs = chart_specs(at)
+    assert specs["kv_a"]["layout"]["meta"]["step"] == 7 and specs["kv_b"]["layout"]["meta"]["step"] == 7
+    assert at.query_params["cmp_step"] == "7"
+
+
+def test_ttft_view_and_a_link_reproduce_a_comparison():
+    at = open_compare()
+    at.radio(key="keep_cmp_change").set_value("ttft").run()
+    assert chart_specs(at)["change"]["layout"]["meta"]["metric"] == "ttft"
+    # a fresh session opened on a link with B's settings gets them back
+    link = dict(at.query_params) | {"cmp_b_budget": "16", "cmp_b_policy": "spf", "cmp_step": "2"}
+    at2 = AppTest.from_file(APP, default_timeout=60)
+    at2.run()
+    for k, v in link.items():
+        at2.query_params[k] = v
+    at2.switch_page("pages/compare.py").run()
+    assert not at2.exception and not at2.warning
+    assert at2.number_input(key="keep_cmp_b_budget").value == 16
+    assert at2.selectbox(key="keep_cmp_b_policy").value == "spf"
+    assert at2.slider(key="keep_cmp_step").value == 2
+    assert at2.radio(key="keep_cmp_change").value == "ttft"
+
+
+def test_a_side_that_cannot_run_is_an_error_not_a_crash(at):
+    at.number_input(key="keep_cmp_b_blocks").set_value(3).run()  # A needs 4 blocks of 4 tokens
+    assert not at.exception
+    assert at.error and "Configuration B cannot run" in at.error[0].value
+
+
+def test_upload_runs_both_sides_on_the_uploaded_arrivals(at):
+    from sim import scenarios
+    at.radio(key="keep_cmp_source").set_value("Upload a workload JSON").run()
+    assert not at.exception and "lockstep" not in chart_specs(at)
+    wl = scenarios.workload("two_tenants").dumps().encode()
+    at.file_uploader(key="cmp_upload").upload("tenants.workload.json", wl, "application/json").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="keep_cmp_a_policy").value == "round_robin"
+    assert lanes(at, "a").shape[0] == 4
+    assert at.number_input(key="keep_cmp_b_blocks").value == 128
