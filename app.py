@@ -11,6 +11,11 @@ PAGES = {
     "Scheduler Lab": [
         st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
                 default=True),
+        st.Page("pages/why_batch.py", title="Why batch", icon=":material/stacked_bar_chart:", url_path="why_batch"),
+        st.Page("pages/batching.py", title="Static vs continuous batching", icon=":material/view_week:",
+                url_path="batching"),
+        st.Page("pages/chunked_prefill.py", title="Prefill interference and chunked prefill",
+                icon=":material/vertical_split:", url_path="chunked_prefill"),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
     ],
 }

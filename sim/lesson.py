@@ -137,6 +137,46 @@ def continuous_batching(output_lens: Sequence[int] = LESSON_OUTPUT_LENS, capacit
 # --------------------------------------------------------------------------------------------
 
 
+def long_prompt_case(decoders: int, prompt_tokens: int, budget: int | None, arrival_step: int = 1,
+                     last_step: int | None = None) -> tuple[Workload, dict, int]:
+    """The workload and config of :func:`decoders_with_long_prompt`, and its last observed step.
+
+    Decoders ``d0, d1, ...`` are 1-token prompts that keep generating (their step-1 "prompt"
+    token is the lesson's step-1 decode token); the request ``long`` arrives right before
+    ``arrival_step`` and stops after its first token, so every step up to the returned horizon
+    holds exactly the decoders' tokens plus the next chunk, as in the lesson.
+    """
+    if budget is not None and budget <= decoders:
+        raise ValueError("the budget must leave room for a prompt chunk")
+    chunk_room = prompt_tokens if budget is None else budget - decoders
+    prompt_end = arrival_step + -(-prompt_tokens // chunk_room) - 1
+    horizon = max(last_step or 0, prompt_end)
+    reqs = [Request(f"d{i}", prompt_len=1, max_tokens=horizon + 1) for i in range(decoders)]
+    reqs.append(Request("long", prompt_len=prompt_tokens, max_tokens=1, arrival_step=arrival_step - 1))
+    config = {"max_num_batched_tokens": budget or decoders + prompt_tokens, "max_num_seqs": decoders + 1,
+              "block_size": 16, "num_gpu_blocks": 2 + (decoders * (horizon + 2) + prompt_tokens) // 16 + decoders}
+    return Workload(reqs), config, horizon
+
+
+def long_prompt_summary(trace: Trace, horizon: int) -> dict[str, Any]:
+    """What :func:`decoders_with_long_prompt` reports, read off a run of :func:`long_prompt_case`."""
+    window = trace.steps[trace.steps["step"] <= horizon]
+    b = trace.batch
+    long_rows = b[b["request"] == "long"]
+    chunk_at = dict(zip(long_rows["step"].astype(int), long_rows["tokens"].astype(int)))
+    st, tok = window["step"].to_numpy(dtype=np.int64), window["num_tokens"].to_numpy(dtype=np.int64)
+    start, end = window["start"].to_numpy(dtype=float), window["end"].to_numpy(dtype=float)
+    steps = [{"step": int(s), "tokens": int(n), "chunk": chunk_at.get(int(s), 0), "cost": float(e - a),
+              "clock": float(e)} for s, n, a, e in zip(st, tok, start, end)]
+    d0 = b[(b["request"] == "d0") & b["sampled"].to_numpy(dtype=bool) & (b["step"] <= horizon)]
+    ends = trace.steps.set_index("step")["end"]
+    times = np.concatenate([[0.0], ends.reindex(d0["step"]).to_numpy()])
+    req = trace.requests.set_index("request").loc["long"]
+    return {"steps": steps, "prompt_steps": len(long_rows),
+            "first_token": float(req["first_token_time"] - req["arrival_time"]),
+            "worst_gap": float(np.diff(times).max())}
+
+
 def decoders_with_long_prompt(decoders: int, prompt_tokens: int, budget: int | None,
                               cost: CostModel, arrival_step: int = 1,
                               last_step: int | None = None) -> dict[str, Any]:
@@ -148,35 +188,11 @@ def decoders_with_long_prompt(decoders: int, prompt_tokens: int, budget: int | N
 
     Returns the steps (tokens, cost, clock), ``prompt_steps``, ``first_token`` (time from the
     prompt's arrival to its first token, at the end of its last chunk) and ``worst_gap`` (the
-    longest wait between two tokens of a decoder).
+    longest wait between two tokens of a decoder).  Runs through the vLLM scheduler
+    (:func:`long_prompt_case`).
     """
-    if budget is not None and budget <= decoders:
-        raise ValueError("the budget must leave room for a prompt chunk")
-    # Through the vLLM scheduler: decoders are 1-token prompts that keep generating (their
-    # step-1 "prompt" token is the lesson's step-1 decode token); the long request arrives
-    # right before `arrival_step` and stops after its first token, so every later step holds
-    # exactly the decoders' tokens plus the next chunk, as in the lesson.
-    chunk_room = prompt_tokens if budget is None else budget - decoders
-    prompt_end = arrival_step + -(-prompt_tokens // chunk_room) - 1
-    horizon = max(last_step or 0, prompt_end)
-    reqs = [Request(f"d{i}", prompt_len=1, max_tokens=horizon + 1) for i in range(decoders)]
-    reqs.append(Request("long", prompt_len=prompt_tokens, max_tokens=1, arrival_step=arrival_step - 1))
-    config = {"max_num_batched_tokens": budget or decoders + prompt_tokens, "max_num_seqs": decoders + 1,
-              "block_size": 16, "num_gpu_blocks": 2 + (decoders * (horizon + 2) + prompt_tokens) // 16 + decoders}
-    trace = simulate(Workload(reqs), config, cost=cost)
-    window = trace.steps[trace.steps["step"] <= horizon]
-    b = trace.batch
-    long_rows = b[b["request"] == "long"]
-    chunk_at = dict(zip(long_rows["step"].astype(int), long_rows["tokens"].astype(int)))
-    steps = [{"step": int(r.step), "tokens": int(r.num_tokens), "chunk": chunk_at.get(int(r.step), 0),
-              "cost": float(r.end - r.start), "clock": float(r.end)} for r in window.itertuples()]
-    d0 = b[(b["request"] == "d0") & b["sampled"].to_numpy(dtype=bool) & (b["step"] <= horizon)]
-    ends = trace.steps.set_index("step")["end"]
-    times = np.concatenate([[0.0], ends.reindex(d0["step"]).to_numpy()])
-    req = trace.requests.set_index("request").loc["long"]
-    return {"steps": steps, "prompt_steps": len(long_rows),
-            "first_token": float(req["first_token_time"] - req["arrival_time"]),
-            "worst_gap": float(np.diff(times).max())}
+    workload, config, horizon = long_prompt_case(decoders, prompt_tokens, budget, arrival_step, last_step)
+    return long_prompt_summary(simulate(workload, config, cost=cost), horizon)
 
 
 def prefill_interference(decoders: int = 4, prompt_tokens: int = 4000, arrival_step: int = 4,
