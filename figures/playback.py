@@ -117,8 +117,9 @@ def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
         if len(used):
             tok = used["tokens"].to_numpy()
             cb = used["computed_before"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-            txt = (used["request"].astype(str).to_numpy() + " · " + used["kind"].astype(str).to_numpy()
-                   + " " + tok.astype(str) + " tok"
+            tenant = used["request"].map(trace.requests.set_index("request")["tenant"]).astype(str).to_numpy()
+            txt = (used["request"].astype(str).to_numpy() + " · tenant " + tenant + " · "
+                   + used["kind"].astype(str).to_numpy() + " " + tok.astype(str) + " tok"
                    + np.where(np.isnan(cb), "", " · computed before " + np.nan_to_num(cb).astype(int).astype(str)))
             hover[used["_slot"].to_numpy(), used["_col"].to_numpy()] = txt
         heat["customdata"] = hover

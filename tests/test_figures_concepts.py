@@ -144,3 +144,9 @@ def test_budget_figure_marks_sweet_spot_lesson_and_chosen():
     assert fig.layout.yaxis.range[1] < 300  # the 24-token budget's huge first token is cut off, and said so
     assert any("smaller budgets: up to" in a.text for a in fig.layout.annotations)
     pio.to_json(fig)
+
+
+def test_lane_hover_names_request_tenant_kind_and_tokens(batching_runs):
+    hover = batching_figure(*batching_runs).data[0].customdata
+    assert hover[1][0] == "r1 · tenant default · prefill 1 tok · computed before 0"
+    assert hover[1][5] == "r1 · tenant default · padding 0 tok · computed before 3"
