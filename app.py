@@ -16,6 +16,8 @@ PAGES = {
                 url_path="batching"),
         st.Page("pages/chunked_prefill.py", title="Prefill interference and chunked prefill",
                 icon=":material/vertical_split:", url_path="chunked_prefill"),
+        st.Page("pages/tenants.py", title="Tenants and fairness", icon=":material/groups:", url_path="tenants"),
+        st.Page("pages/disaggregation.py", title="Disaggregation", icon=":material/swap_horiz:", url_path="disaggregation"),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
     ],
 }

@@ -161,3 +161,14 @@ def poisson_stream() -> Workload:
                     prompt={"dist": "lognormal", "median": 120, "sigma": 0.8, "max": 1500},
                     output={"dist": "lognormal", "median": 60, "sigma": 0.7, "max": 400},
                     config=_cfg(num_gpu_blocks=600, block_size=16, max_num_batched_tokens=512, max_num_seqs=24))
+
+
+@scenario("tenant_flood", "Flooding tenant vs a light one (fairness)",
+          "Tenant 'flood' sends 60 long requests at once; tenant 'light' sends a short one every 6 steps. "
+          "8 slots. Under FCFS the light tenant waits behind the whole flood; round-robin and VTC let it in "
+          "as soon as a slot frees, and VTC, which counts tokens rather than requests, serves it sooner "
+          "still; a per-tenant cap keeps a slot free for it at the cost of throughput.")
+def tenant_flood() -> Workload:
+    from .fairness import flood_workload  # the page's generator, with its defaults
+
+    return flood_workload()
