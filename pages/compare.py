@@ -12,7 +12,6 @@ from figures.compare import change_figure, diff_table, first_difference, lockste
 from figures.playback import inspector_tables, kv_map_figure
 from sim.analysis import compare
 from sim.cost import COST_PRESETS
-from sim.metrics import summary
 from sim.policies import POLICIES
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerConfig
 from sim.simulate import scheduler_names
@@ -144,7 +143,8 @@ unit = ta.time_unit
 # Headline numbers
 # ---------------------------------------------------------------------------------------------
 
-ma, mb = summary(ta), summary(tb)
+metrics, per_req = compare(ta, tb)  # both runs' summary() side by side, and the per-request changes
+ma, mb = (dict(zip(metrics["metric"], metrics[side])) for side in ("A", "B"))
 HEAD = [("steps", "Steps", True), ("ttft_mean", "Mean TTFT", True), ("ttft_p99", "p99 TTFT", True),
         ("itl_worst", "Worst token gap", True), ("e2e_mean", "Mean end-to-end", True),
         ("throughput", "Tokens / " + (unit[:-1] if unit == "units" else unit), False),
@@ -212,7 +212,6 @@ lockstep_inspector(ta, tb, diff_step)
 # Differences
 # ---------------------------------------------------------------------------------------------
 
-metrics, per_req = compare(ta, tb)
 st.subheader("What changed")
 st.caption("Every headline number of both runs, B − A, and which side is better (lower latency, fewer "
            "preemptions, higher throughput). Latencies are in " + unit + ".")
