@@ -22,7 +22,8 @@ from .common import KIND_COLOURS, pick_frames, play_controls
 from .playback import FONT, TEMPLATE
 
 LONG = "long"
-STALL, NORMAL, SWEET, CHOSEN, LESSON = "#C0392B", "#9CA3AF", "#D4A017", "#2563EB", "#6B7280"
+STALL, LONGER, NORMAL = "#C0392B", "#E8A33D", "#9CA3AF"  # waits: 1.5x the usual or more, a little longer, usual
+SWEET, CHOSEN, LESSON = "#D4A017", "#2563EB", "#6B7280"
 
 
 def _veil(x0: float, x_end: float) -> list[dict]:
@@ -97,10 +98,10 @@ def timeline_figure(trace: Trace, horizon: int, max_lanes: int = 8, max_frames: 
     usual = float(gaps.min()) if len(gaps) else 0.0
     worst = float(gaps.max()) if len(gaps) else 0.0
     tokens_in = s.set_index("step")["num_tokens"].reindex(d0["step"]).to_numpy()
-    stalled = gaps > usual * 1.001
+    colour = np.where(gaps >= usual * 1.5, STALL, np.where(gaps > usual * 1.001, LONGER, NORMAL))
     data.append(go.Bar(
         name="decoders' wait for a token", x=(prev + t_tok) / 2, y=gaps, width=gaps, xaxis="x2", yaxis="y2",
-        marker_color=np.where(stalled, STALL, NORMAL).tolist(), marker_line={"width": 1, "color": "white"},
+        marker_color=colour.tolist(), marker_line={"width": 1, "color": "white"},
         customdata=np.stack([d0["step"].astype(str).to_numpy(), tokens_in.astype(np.int64).astype(str),
                              np.array([f"{t:.6g}" for t in t_tok], dtype=object)], axis=-1) if len(gaps) else None,
         hovertemplate=f"token at %{{customdata[2]}} {unit}, after a wait of %{{y:.4~g}} {unit}<br>"
@@ -135,7 +136,8 @@ def timeline_figure(trace: Trace, horizon: int, max_lanes: int = 8, max_frames: 
                    "zeroline": False, "title": {"text": f"time ({unit})"}},
         "yaxis": {"domain": [0.44, 0.97], "anchor": "x", "type": "category", "autorange": "reversed",
                   "categoryorder": "array", "categoryarray": [lane_label[r] for r in lanes], "showgrid": False},
-        "yaxis2": {"domain": [0, 0.32], "anchor": "x2", "rangemode": "tozero", "title": {"text": "gap"},
+        "yaxis2": {"domain": [0, 0.32], "anchor": "x2", "range": [0, max(worst * 1.12, usual * 2.2, 1e-9)],
+                   "title": {"text": "gap"},
                    "showgrid": True, "gridcolor": "#F3F4F6"},
         "annotations": ann, "shapes": shapes,
         **play_controls(fsteps, frame_ms),

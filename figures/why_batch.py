@@ -37,26 +37,35 @@ def _rect(x0: float, x1: float) -> tuple[list, list]:
     return [x0, x1, x1, x0, x0], [0, 0, 1, 1, 0]
 
 
+MEM_AXIS_PX = 800  # about how wide the memory bar is drawn; decides which labels fit inside their box
+
+
 def _memory_state(batch: int, limits: dict, span: float) -> dict:
-    """The memory bar at `batch`: rectangles (weights, KV caches, free, the part over capacity) and
-    three labels, each inside its rectangle when that is wide enough (`span`: the axis length)."""
+    """The memory bar at `batch`: rectangles (weights, KV caches, free, the part over capacity),
+    a short label inside each box that is wide enough for it, and a summary line above the bar
+    (`span`: the axis length in GB)."""
     w, kv_seq, mem = limits["weights_gb"], limits["kv_per_seq_gb"], limits["memory_gb"]
     kv = batch * kv_seq
     end = w + kv
     none = ([None], [None])
-    wide = 0.16 * span
-    labels = [(w / 2, f"weights {w:.2f} GB", "middle center") if w >= wide else (w, f"weights {w:.2f} GB ", "middle left")]
-    kv_text = f"KV: {batch} × {kv_seq:.2f} = {kv:.2f} GB"
-    labels.append(((w + end) / 2, kv_text, "middle center") if kv >= wide * 1.3 else (end, " " + kv_text, "middle right"))
+
+    def inside(x0: float, x1: float, text: str) -> tuple[float, str]:
+        fits = (x1 - x0) / span * MEM_AXIS_PX >= 6.6 * len(text) + 8
+        return (x0 + x1) / 2, text if fits else ""
+
+    boxes = [inside(0, min(w, mem), f"weights {w:.2f} GB"), inside(min(w, mem), min(end, mem), f"KV {kv:.2f} GB")]
     if end <= mem:
-        labels.append(((end + mem) / 2, f"free {mem - end:.2f} GB", "middle center") if mem - end >= wide * 0.6
-                      else (mem, f" free {mem - end:.2f} GB", "middle right"))
+        boxes.append(inside(end, mem, f"free {mem - end:.2f} GB"))
+        left = f"{mem - end:.2f} GB free"
     else:
-        labels.append((end, f" {end - mem:.2f} GB over", "middle right"))
+        boxes.append(inside(mem, end, f"{end - mem:.2f} GB over"))
+        left = f"{end - mem:.2f} GB more than the card has"
+    summary = (f"batch {batch}: weights {w:.2f} GB + KV {batch} × {kv_seq:.3f} GB = {end:.2f} GB of "
+               f"{mem:.0f} GB, {left}")
     return {"weights": _rect(0, w), "kv": _rect(w, end) if kv > 0 else none,
             "free": _rect(end, mem) if end < mem else none, "over": _rect(mem, end) if end > mem else none,
-            "text_x": [x for x, _, _ in labels], "text": [t for _, t, _ in labels],
-            "text_pos": [pos for _, _, pos in labels]}
+            "text_x": [x for x, _ in boxes] + [0], "text": [t for _, t in boxes] + [summary],
+            "text_pos": ["middle center"] * 3 + ["top right"]}
 
 
 def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, frame_ms: int | None = None,
@@ -110,7 +119,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
     def memory(batch: int) -> list[dict]:
         m = _memory_state(batch, limits, mem_hi)
         return [{"x": m[k][0], "y": m[k][1]} for k in ("weights", "kv", "free", "over")] + [
-            {"x": m["text_x"], "y": [0.5, 0.5, 0.5], "text": m["text"], "textposition": m["text_pos"]}]
+            {"x": m["text_x"], "y": [0.5, 0.5, 0.5, 1.2], "text": m["text"], "textposition": m["text_pos"]}]
 
     first_animated = len(data)
     cur0 = cursor(start)
@@ -130,6 +139,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
                      "fillcolor": colour, "line": {"width": 1, "color": "white"}, "hoverinfo": "skip", **xy,
                      **_ax("memory")})
     data.append({"type": "scatter", "mode": "text", "name": "mem labels", "showlegend": False, **mem0[4],
+                 "cliponaxis": False,
                  "textfont": {"size": 13, "color": "#111827"}, "hoverinfo": "skip", **_ax("memory")})
     animated = list(range(first_animated, len(data)))
     frames = [{"name": str(int(n)), "data": cursor(int(n)) + memory(int(n)), "traces": animated}
@@ -137,7 +147,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
 
     # --- layout ---------------------------------------------------------------------------------
     col, gap = [0.0, 0.46], [0.54, 1.0]
-    rows = {"top": [0.69, 1.0], "mid": [0.31, 0.59], "mem": [0.0, 0.09]}
+    rows = {"top": [0.70, 1.0], "mid": [0.33, 0.60], "mem": [0.0, 0.13]}
     xcommon = {"range": [x_lo, x_hi], "showgrid": True, "gridcolor": "#F3F4F6", "zeroline": False}
     layout: dict = {
         "height": 900, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
@@ -156,7 +166,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
         "yaxis4": {"domain": rows["mid"], "anchor": "x4", "rangemode": "tozero", "title": {"text": "GB"}},
         "xaxis5": {"domain": [0, 1], "anchor": "y5", "range": [0, mem_hi], "showgrid": False, "zeroline": False,
                    "title": {"text": "GB of GPU memory"}, "ticksuffix": ""},
-        "yaxis5": {"domain": rows["mem"], "anchor": "x5", "range": [0, 1], "visible": False, "fixedrange": True},
+        "yaxis5": {"domain": rows["mem"], "anchor": "x5", "range": [0, 1.75], "visible": False, "fixedrange": True},
     }
     ann = [{"text": f"<b>{TITLES[p]}</b>", "xref": "paper", "yref": "paper", "x": c[0], "y": r[1],
             "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 14}}
@@ -166,13 +176,14 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
                 "xref": "paper", "yref": "paper", "x": 0, "y": rows["mem"][1] + 0.035, "xanchor": "left",
                 "yanchor": "bottom", "showarrow": False, "font": {"size": 14}})
     shapes = [{"type": "line", "xref": "x5", "yref": "y5", "x0": limits["memory_gb"], "x1": limits["memory_gb"],
-               "y0": -0.15, "y1": 1.15, "line": {"color": "#111827", "width": 2}}]
+               "y0": -0.1, "y1": 1.1, "line": {"color": "#111827", "width": 2}}]
     if fit + 0.5 < x_hi:  # the batches whose KV caches do not fit next to the weights
         for x, y in list(PANELS.values())[:4]:
             shapes.append({"type": "rect", "xref": x, "yref": f"{y} domain", "x0": max(fit + 0.5, x_lo), "x1": x_hi,
                            "y0": 0, "y1": 1, "fillcolor": "rgba(192,57,43,0.07)", "line": {"width": 0},
                            "layer": "below"})
-        ann.append({"text": f"more than {fit} sequences<br>do not fit in memory", "xref": "x3", "yref": "y3 domain",
+        ann.append({"text": (f"more than {fit} sequences<br>do not fit in memory" if fit else
+                             "not even one sequence<br>fits in memory"), "xref": "x3", "yref": "y3 domain",
                     "x": max(fit + 0.5, x_lo), "y": 0.04, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
                     "font": {"size": 11, "color": OVER}, "align": "left", "xshift": 4})
     kv_x = limits["weights_gb"] / limits["kv_per_seq_gb"] if limits["kv_per_seq_gb"] else None

@@ -92,7 +92,7 @@ cols = st.columns(4)
 cols[0].metric("Decoders' usual gap", f"{usual:.2f} {unit}", help="Time between two tokens of a decoder in a step "
                "without prompt work: the decode-only step.")
 cols[1].metric("Worst decoder gap", f"{run['worst_gap']:.2f} {unit}",
-               delta=f"×{run['worst_gap'] / usual:.1f} the usual" if usual else None, delta_color="off",
+               delta=f"×{run['worst_gap'] / usual:.3g} the usual" if usual else None, delta_color="off",
                delta_arrow="off", help="The longest wait between two tokens of a decoding request (inter-token latency).")
 cols[2].metric("Long request's first token", f"{run['first_token']:.2f} {unit}",
                help="Time to first token: from the prompt's arrival to the end of the step that finishes its last chunk.")
@@ -101,7 +101,8 @@ cols[3].metric("Prompt steps", f"{run['prompt_steps']:,}", help="Steps the promp
 st.subheader("The decoders' rhythm as the prompt joins")
 st.caption(f"Time runs left to right. Every step, each decoder gets a token (a dot); the long prompt arrives before "
            f"step {ARRIVAL_STEP} and its chunks (blue) share steps with them. The lower chart shows how long the "
-           f"decoders waited for each token: red bars are waits longer than a decode-only step. Press ▶ Play to "
+           f"decoders waited for each token: grey is a decode-only step, amber a little longer, red 1.5 times as "
+           f"long or more. Press ▶ Play to "
            f"step through the run.")
 st.plotly_chart(timeline_figure(trace, horizon), key="pf_timeline", theme=None, config={"displaylogo": False})
 

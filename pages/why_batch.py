@@ -71,9 +71,11 @@ st.markdown(
     f"**{one['flop_util_pct']:.2f}%** of the time. Batching lets many sequences share one read of the weights: "
     f"at {last['batch']} sequences the server makes **{last['tok_s']:,} tokens/s**, though each sequence gets "
     f"only {last['tok_s_per_seq']:,.1f} and utilisation is still {last['flop_util_pct']:.2f}%, because now the "
-    f"KV caches are most of the traffic ({last['kv_gb']:.2f} of {last['bytes_gb']:.2f} GB). The KV cache also "
-    f"caps the batch: **{fit:,} sequences** of {ctx:,} tokens fit next to the weights in "
-    f"{limits['memory_gb']:,.0f} GB.")
+    f"KV caches are most of the traffic ({last['kv_gb']:.2f} of {last['bytes_gb']:.2f} GB). "
+    + (f"The KV cache also caps the batch: **{fit:,} sequences** of {ctx:,} tokens fit next to the weights in "
+       f"{limits['memory_gb']:,.0f} GB." if fit else
+       f"Here not even one sequence of {ctx:,} tokens fits in {limits['memory_gb']:,.0f} GB: the numbers show what "
+       f"the card would do if it had the memory."))
 
 if fit == 0:
     st.warning("Not even one sequence fits: the weights and one KV cache need more than this GPU's memory.",
@@ -105,7 +107,7 @@ st.markdown(
     + ("the step stays memory bound at every batch size, because one sequence's KV cache takes longer to read "
        "than its arithmetic takes to do." if cb is None else
        f"from batch {cb} on the arithmetic outlasts the reads and the step becomes compute bound.")
-    + f" Memory runs out first at {fit:,} sequences.")
+    + (f" Memory runs out first, at {fit:,} sequences." if fit else ""))
 
 st.subheader(f"The lesson's table ({H.name}, {M.name}, {ctx:,}-token contexts)")
 st.dataframe(

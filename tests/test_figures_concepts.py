@@ -56,9 +56,10 @@ def test_decode_figure_frames_move_markers_and_the_memory_bar(decode_fig):
     f32 = next(f for f in fig.frames if f.name == "32")
     assert f32.data[0].y[0] == pytest.approx(21.5245, abs=1e-3)  # the step-time marker
     labels = f32.data[-1].text
-    assert "KV: 32 × 0.54 = 17.18 GB" in labels and "free 2.30 GB" in " ".join(labels)
+    assert labels[-1] == "batch 32: weights 4.52 GB + KV 32 × 0.537 GB = 21.70 GB of 24 GB, 2.30 GB free"
+    assert labels[:2] == ("weights 4.52 GB", "KV 17.18 GB") and labels[2] == ""  # 2.3 GB is too narrow for its label
     over = next(f for f in fig.frames if f.name == "48").data[-1].text
-    assert any("GB over" in t for t in over)
+    assert over[-1].endswith("6.29 GB more than the card has")
     assert frame_bytes(fig) < 2500  # small deltas only
 
 
