@@ -15,7 +15,7 @@ from ui.runs import run_trace
 from ui.state import PageSettings, Setting
 
 ss = st.session_state
-MAX_REQUESTS, MAX_TOKENS, MAX_ARRIVAL = 64, 2000, 10_000
+MAX_REQUESTS, MAX_TOKENS, MAX_ARRIVAL = 64, 500, 10_000  # runs of at most ~32k steps stay quick
 
 SETTINGS = PageSettings("sb", [
     Setting("keep_sb_outputs", ", ".join(map(str, LESSON_OUTPUT_LENS)), str),
