@@ -93,29 +93,50 @@ def waiting_ages(trace: Trace, max_steps: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(ages, index=pd.Index(reqs, name="request"), columns=pd.Index(steps, name="step"))
 
 
-def littles_law_over_time(trace: Trace) -> pd.DataFrame:
+def littles_law_over_time(trace: Trace, clock: str = "time") -> pd.DataFrame:
     """Per step: requests in the system (arrived, not finished or rejected), and the running
     estimates L (time-average in system so far), λ (completions per time unit so far),
-    W (mean time in system of those completed so far) and λW."""
+    W (mean time in system of those completed so far) and λW.
+
+    clock="time" measures on the trace's clock from the first arrival. clock="step" counts
+    steps as time from 0 (step s spans (s-1, s]; a request arriving before step a+1 enters at
+    a, one finishing in step f leaves at f): the ticks of a slotted queueing model, as the
+    lesson's Example 7 counts them, whatever a step costs and even where a step costs nothing.
+    """
+    if clock not in ("time", "step"):
+        raise ValueError(f"clock must be 'time' or 'step', not {clock!r}")
     s = trace.steps
     r = trace.requests[~trace.requests["rejected"].to_numpy(dtype=bool)]
-    end = s["end"].to_numpy(dtype=float)
-    start = s["start"].to_numpy(dtype=float)
-    arr = r["arrival_time"].to_numpy(dtype=float)
-    fin = r["finish_time"].to_numpy(dtype=float)
-    t0 = float(np.nanmin(arr)) if len(arr) else 0.0
-    in_sys = ((arr[None, :] <= start[:, None]) & ~(fin[None, :] <= start[:, None])).sum(axis=1)
+    if clock == "time":
+        end = s["end"].to_numpy(dtype=float)
+        start = s["start"].to_numpy(dtype=float)
+        arr = r["arrival_time"].to_numpy(dtype=float)
+        fin = r["finish_time"].to_numpy(dtype=float)
+        t0 = float(np.nanmin(arr)) if len(arr) else 0.0
+    else:
+        end = s["step"].to_numpy(dtype=float)
+        start = end - 1
+        arr = r["arrival_step"].to_numpy(dtype=float, na_value=np.nan)
+        fin = r["finish_step"].to_numpy(dtype=float, na_value=np.nan)
+        t0 = 0.0
+    # in the system at a step's start: arrived by then, not yet finished (sorted counts)
+    known = ~np.isnan(arr)
+    arr_sorted = np.sort(arr[known])
+    left_sorted = np.sort(fin[known & ~np.isnan(fin)])
+    in_sys = (np.searchsorted(arr_sorted, start, side="right")
+              - np.searchsorted(left_sorted, start, side="right")).astype(np.int64)
+    done_by = np.sort(fin[~np.isnan(fin)])
     dur = end - start
     area = np.cumsum(in_sys * dur)
     span = np.maximum(end - t0, 1e-12)
     L = area / span
-    done_by = np.sort(fin[~np.isnan(fin)])
     n_done = np.searchsorted(done_by, end, side="right")
     lam = n_done / span
-    fin_order = np.argsort(np.where(np.isnan(fin), np.inf, fin))
+    fin_order = np.argsort(np.where(np.isnan(fin), np.inf, fin), kind="stable")
     sojourn = (fin - arr)[fin_order]
     cum = np.cumsum(np.where(np.isnan(sojourn), 0.0, sojourn))
-    W = np.where(n_done > 0, cum[np.maximum(n_done - 1, 0)] / np.maximum(n_done, 1), np.nan)
+    W = np.where(n_done > 0, cum[np.maximum(n_done - 1, 0)] / np.maximum(n_done, 1), np.nan) if len(cum) \
+        else np.full(len(end), np.nan)
     return pd.DataFrame({"step": s["step"].to_numpy(), "time": end, "in_system": in_sys, "L": L,
                          "lambda": lam, "W": W, "lambda_W": lam * W})
 

@@ -230,12 +230,17 @@ LESSON_JOBS = (("A", 0, 40, 1), ("B", 1, 5, 0), ("C", 2, 10, 1), ("D", 3, 2, 1),
 POLICY_NAMES = {"fcfs": "fcfs", "shortest_first": "sjf", "priority": "priority"}
 
 
-def one_server(jobs: Sequence[tuple[str, int, int, int]], policy: str) -> Trace:
-    """Jobs ``(name, arrival, length, priority)`` on a server that runs one job at a time
-    (``max_num_seqs=1``); a job of length N generates N tokens, one per step."""
-    wl = Workload([Request(name, prompt_len=1, max_tokens=length, arrival_step=arrival, priority=prio)
-                   for name, arrival, length, prio in jobs])
-    return simulate(wl, {"max_num_seqs": 1, "policy": policy})
+def jobs_workload(jobs: Sequence[tuple[str, int, int, int]]) -> Workload:
+    """Jobs ``(name, arrival, length, priority)`` as requests on a server that runs one job at
+    a time (``max_num_seqs=1``); a job of length N generates N tokens, one per step."""
+    return Workload([Request(name, prompt_len=1, max_tokens=length, arrival_step=arrival, priority=prio)
+                     for name, arrival, length, prio in jobs], config={"max_num_seqs": 1})
+
+
+def one_server(jobs: Sequence[tuple[str, int, int, int]], policy: str, aging: float = 0.0) -> Trace:
+    """The jobs of :func:`jobs_workload` under ``policy`` (``aging``: key credit per step
+    waited, for the keyed policies sjf, spf and priority_aging)."""
+    return simulate(jobs_workload(jobs), {"policy": policy, "aging": aging})
 
 
 def _start_times(trace: Trace) -> dict[str, int]:

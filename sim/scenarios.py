@@ -91,6 +91,15 @@ def preemption_pressure() -> Workload:
                     requests=reqs)
 
 
+@scenario("lesson_preemption", "Lesson: KV memory runs out (Example 8)",
+          "The lesson's Example 8: four requests with prompts of 60, 50, 70 and 40 tokens decode "
+          "in 20 blocks of 16 tokens until the KV cache is full; then vLLM preempts the newest running "
+          "request, which must recompute its tokens later.", cost="rtx4090-8B")
+def lesson_preemption() -> Workload:
+    return Workload(config=_cfg(num_gpu_blocks=21, block_size=16, max_num_batched_tokens=256, max_num_seqs=8),
+                    requests=[_req(i, 0, p, 60, rid=f"r{i}") for i, p in enumerate((60, 50, 70, 40))])
+
+
 @scenario("long_prompt", "Long prompt among chatters (chunked prefill)",
           "Four short chats are decoding when a 4,000-token prompt arrives (lesson Examples 4 and 5). "
           "With a budget of 512 tokens per step the prompt is cut into chunks and the chats keep "

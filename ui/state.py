@@ -26,6 +26,7 @@ once and drives its widgets with the setting keys:
   a copied link reproduces the run.
 - `file_panel` offers the settings as `<page>.settings.json` and loads one back (validated;
   a bad file shows st.error and changes nothing).
+- `reset` puts every setting back to its default (a button's on_click).
 - `given(key)` says whether this run's value of `key` came from the URL or a loaded file (a
   page that resets a value when the run changes, such as a scrub step, keeps a given one).
 
@@ -244,6 +245,12 @@ class PageSettings:
                 if s.key not in ss:
                     ss[s.key] = s.default
             self._given = set(ss.pop(self._k_given, ()))
+
+    def reset(self) -> None:
+        """Every setting back to its default: the on_click of a "Back to the defaults" button."""
+        ss = st.session_state
+        for s in self.settings:
+            ss[s.key] = s.default
 
     def given(self, key: str) -> bool:
         """Whether this run's value of `key` came from the link or a loaded settings file."""
