@@ -1,0 +1,78 @@
+"""figures.kv_memory: the animated block map + timeline, victims, and recompute vs swap costs."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from figures.kv_memory import cost_figure, fits_frames, memory_figure, timeline_figure, victims_figure
+from plotly_util import decode
+from sim import scenarios
+from sim.analysis import block_owner_frames
+from sim.preemption import blocks_held, kv_tokens, preemption_table, step_kinds, swap_vs_recompute
+from sim.simulate import simulate
+
+
+def _views(tr):
+    held = blocks_held(tr)
+    return held, kv_tokens(tr, held), step_kinds(tr, held), preemption_table(tr)
+
+
+def test_memory_figure_frames_carry_the_block_grid():
+    tr = simulate(scenarios.workload("lesson_preemption"))
+    held, tok, kinds, pre = _views(tr)
+    assert fits_frames(tr)
+    fig = memory_figure(tr, held, tok, kinds, pre)
+    go.Figure(fig.to_dict())
+    spec = json.loads(pio.to_json(fig))
+    meta = spec["layout"]["meta"]
+    assert meta["frames"] == 99 and meta["blocks"] == 21 and meta["opens_at"] == 22 and meta["hover_per_frame"]
+    assert spec["layout"]["sliders"][0]["active"] == 21  # the frame of step 22
+    frames = {f["name"]: f for f in spec["frames"]}
+    f22 = frames["22"]
+    assert f22["traces"] == [0] and set(f22["data"][0]) == {"type", "z", "customdata"}
+    z = decode(f22["data"][0]["z"])
+    rows, cols = z.shape
+    codes = block_owner_frames(tr, [22])[0]
+    assert z.dtype == np.int8 and (z.reshape(-1)[:21] == codes).all() and (z.reshape(-1)[21:] == -4).all()
+    assert (codes[14:17] == -1).all() and codes[18] == 0  # r3's blocks are free; r0 took block 18
+    hover = np.asarray(f22["data"][0]["customdata"]).reshape(-1)
+    assert hover[18] == "block 18 · <b>r0</b> (tenant default) · 81 KV tokens · decode"
+    # the opening state is the frame of step 22
+    assert (decode(spec["data"][0]["z"]) == z).all()
+    # timeline on the second subplot: one stacked area per request, preemptions labelled
+    tl = [t for t in spec["data"] if t.get("xaxis") == "x2"]
+    assert [t["name"] for t in tl if "stackgroup" in t] == ["r0", "r1", "r2", "r3"]
+    labels = [a["text"] for a in spec["layout"]["annotations"]]
+    assert "<b>r3</b>: 60 tok to recompute" in labels and "<b>r2</b>: 112 tok to recompute" in labels
+    assert f22["layout"]["shapes"][0]["xref"] == "x2"
+
+
+def test_big_maps_do_not_animate():
+    tr = simulate(scenarios.workload("lesson_preemption"), {"num_gpu_blocks": 2000})
+    assert not fits_frames(tr)
+
+
+def test_timeline_and_victims_figures():
+    wl = scenarios.workload("lesson_preemption")
+    tr = simulate(wl)
+    held, _, _, pre = _views(tr)
+    t = timeline_figure(held, pre, 20, cursor=30)
+    go.Figure(t.to_dict())
+    assert t.layout.meta["cursor"] == 30 and t.layout.shapes[0].x0 == 30
+    v = victims_figure({"FCFS": (held, pre), "Priority": (held, pre.iloc[:1])}, 20)
+    go.Figure(v.to_dict())
+    assert v.layout.meta["victims"] == {"FCFS": ["r3", "r2"], "Priority": ["r3"]}
+
+
+def test_cost_figure_marks_the_lessons_point():
+    tr = simulate(scenarios.workload("lesson_preemption"))
+    pre = preemption_table(tr)
+    fig = cost_figure(swap_vs_recompute(range(0, 4001, 100)), pre)
+    go.Figure(fig.to_dict())
+    mark = fig.layout.meta["mark"]
+    assert mark["tokens"] == 2000 and round(mark["swap_ms"], 1) == 16.6 and round(mark["recompute_ms"], 1) == 388.9
+    pts = [d for d in fig.data if d.name and d.name.startswith("this run")]
+    assert list(pts[0].x) == [60, 112]
