@@ -1,0 +1,57 @@
+"""The Admission and Little's law page under AppTest: the lesson's Example 7 by default; controls change the runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from plotly_util import chart_specs
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def page(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=240)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page("pages/admission.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_default_page_reproduces_example_7():
+    at = page()
+    assert not at.error
+    meta = chart_specs(at)["adm_little"]["layout"]["meta"]
+    unb, lim = meta["final"]["no limit"], meta["final"]["limit 16"]
+    assert (round(unb["L"], 2), round(unb["lambda_W"], 2), round(unb["W"], 2)) == (447.50, 407.38, 1019.46)
+    assert (lim["rejected"], lim["arrived"], round(lim["W"], 2), round(lim["L"], 2), round(lim["lambda_W"], 2)) == \
+        (815, 8831, 50.71, 20.30, 20.26)
+    assert meta["frames"] == 200
+    values = [(m.label, m.value) for m in at.metric]
+    assert ("Rejected", "815") in values and ("W", "50.71") in values and ("W", "1019.46") in values
+    assert ("Offered load ρ = p / capacity", "1.10") in values
+    table = at.dataframe[0].value
+    assert table["rejected"].tolist() == [0, 0, 0, 815] and table["W"].tolist()[-1] == 50.71
+    assert table["this page"].tolist()[2:] == ["L 447.50 · W 1019.46 · rejected 0", "L 20.30 · W 50.71 · rejected 815"]
+    assert "The lesson's Example 7" in " ".join(md.value for md in at.markdown)
+
+
+def test_queue_limit_and_load_change_the_runs():
+    at = page(adm_ticks="2000")
+    final = chart_specs(at)["adm_little"]["layout"]["meta"]["final"]
+    assert set(final) == {"no limit", "limit 16"}
+    before = final["limit 16"]["rejected"]
+    at.number_input(key="keep_adm_limit").set_value(4).run()
+    assert not at.exception
+    spec = chart_specs(at)["adm_little"]
+    final = spec["layout"]["meta"]["final"]
+    assert set(final) == {"no limit", "limit 4"} and final["limit 4"]["rejected"] > before
+    assert "limit 4: queue limit + slots (12)" in [t["name"] for t in spec["data"]]
+    at.toggle(key="keep_adm_compare").set_value(False).run()
+    assert list(chart_specs(at)["adm_little"]["layout"]["meta"]["final"]) == ["limit 4"]
+    at.slider(key="keep_adm_p").set_value(0.2).run()  # half of capacity: stable, nothing rejected
+    final = chart_specs(at)["adm_little"]["layout"]["meta"]["final"]["limit 4"]
+    assert final["L"] < 6 and abs(final["L"] - final["lambda_W"]) < 0.3
+    assert ("Regime", "stable") in [(m.label, m.value) for m in at.metric]
