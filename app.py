@@ -22,6 +22,7 @@ PAGES = {
         st.Page("pages/tenants.py", title="Tenants and fairness", icon=":material/groups:", url_path="tenants"),
         st.Page("pages/disaggregation.py", title="Disaggregation", icon=":material/swap_horiz:", url_path="disaggregation"),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
     ],
 }
 

@@ -1,0 +1,46 @@
+"""llama-server log page in a real browser: upload a real log through the file input and see its batches."""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from sim.llamalog import read_llama_log
+
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "llama-logs" / "c392e5094" / "s6_stream_cancel_seed603.log"
+BATCHES = ".st-key-ll_batches .js-plotly-plot"
+
+
+def wait_ready(page: Page) -> None:
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=90_000)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+
+
+def test_upload_a_real_log_and_see_its_batches(page: Page, app_url):
+    t0 = time.monotonic()
+    page.goto(f"{app_url}/llama_log")
+    wait_ready(page)
+    print(f"\nllama-log first render: {time.monotonic() - t0:.1f} s")
+    expect(page.get_by_role("heading", name="llama-server log")).to_be_visible()
+    expect(page.get_by_text("1,500 model calls")).to_be_visible()  # the default sample (s1)
+
+    n = len(read_llama_log(LOG).steps)
+    t1 = time.monotonic()
+    page.locator(".st-key-ll_upload input[type=file]").set_input_files(str(LOG))
+    expect(page.get_by_text(f"{n:,} model calls", exact=False)).to_be_visible(timeout=60_000)
+    wait_ready(page)
+    print(f"upload + parse + render: {time.monotonic() - t1:.1f} s")
+    expect(page.get_by_text(re.compile(r"4748 \(c392e5094\)"))).to_be_visible()
+
+    # the batch chart holds the uploaded log's calls: bars up to its last call, one legend entry per slot
+    bars = page.locator(BATCHES)
+    expect(bars).to_have_count(1)
+    meta = page.evaluate(f"() => document.querySelector('{BATCHES}').layout.meta")
+    assert meta["calls"] == n and meta["window"][1] == n
+    assert page.locator(BATCHES).locator("g.trace.bars path").count() > 100
+    legend = page.locator(BATCHES).locator("g.legend text.legendtext").all_text_contents()
+    assert {"slot 0", "slot 1", "prompt chunk (hatched)"} <= set(legend)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
