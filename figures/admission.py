@@ -115,8 +115,11 @@ def littles_figure(runs: dict[str, pd.DataFrame], rejections: dict[str, pd.DataF
                          "marker": {"symbol": "x-thin", "size": 6, "color": REJECT, "opacity": 0.7,
                                     "line": {"width": 1.2, "color": REJECT}},
                          "customdata": np.stack([rr["request"].astype(str).to_numpy(),
-                                                 rr["waiting"].astype(str).to_numpy()], axis=-1),
-                         "hovertemplate": ("%{customdata[0]} rejected at tick %{x:,} (HTTP 503): %{customdata[1]} "
+                                                 rr["waiting"].astype(str).to_numpy(),
+                                                 rr["tenant"].astype(str).to_numpy(),
+                                                 rr["tokens"].astype(str).to_numpy()], axis=-1),
+                         "hovertemplate": ("<b>%{customdata[0]}</b> · tenant %{customdata[2]} · %{customdata[3]} "
+                                           "tokens<br>rejected at tick %{x:,} (HTTP 503): %{customdata[1]} "
                                            "already waiting<extra></extra>"), **axes(2)})
         data.append(_line(t, c["L"].to_numpy()[idx], f"{label}: L", col, 3,
                           f"{label}<br>tick %{{x:,}}: L = %{{y:.2f}}<extra></extra>", g))

@@ -164,10 +164,11 @@ else:
     @st.fragment
     def scrubber(tr: Trace) -> None:
         steps = tr.steps["step"]
-        first = int(pre["step"].iloc[0]) if len(pre) else int(steps.min())
+        # open on the first preemption, else on the fullest step
+        first = int(pre["step"].iloc[0]) if len(pre) else int(held.sum(axis=1).idxmax()) if len(held) else 1
         step = step_scrubber("keep_kv_step", int(steps.min()), int(steps.max()), default=first, buttons="kv")
         SETTINGS.sync_url()
-        left, right = st.columns([2, 3])
+        left, right = st.columns(2)
         left.plotly_chart(kv_map_figure(tr, step), key="kv_map", theme=None, config={"displaylogo": False})
         right.plotly_chart(timeline_figure(held, pre, usable, cursor=step), key="kv_timeline", theme=None,
                            config={"displaylogo": False})

@@ -102,12 +102,14 @@ def window_stats(trace: Trace, horizon: int) -> dict:
 
 
 def rejections(trace: Trace, horizon: int | None = None) -> pd.DataFrame:
-    """The rejected arrivals: request, step (the step it would have joined), queue length then."""
+    """The rejected arrivals: request, tenant, tokens (prompt + output asked for), step (the
+    step it would have joined) and the queue length then."""
     r = trace.requests
     r = r[r["rejected"].to_numpy(dtype=bool)]
     steps = r["arrival_step"].to_numpy(dtype=np.int64) + 1
     waiting = trace.steps.set_index("step")["waiting"]
-    out = pd.DataFrame({"request": r["request"].to_numpy(), "step": steps,
+    out = pd.DataFrame({"request": r["request"].to_numpy(), "tenant": r["tenant"].astype(str).to_numpy(),
+                        "tokens": (r["prompt_len"] + r["max_tokens"]).to_numpy(dtype=np.int64), "step": steps,
                         "waiting": waiting.reindex(steps - 1).fillna(0).to_numpy(dtype=np.int64)})
     if horizon is not None:
         out = out[out["step"] <= horizon]
