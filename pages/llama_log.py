@@ -20,6 +20,7 @@ from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figu
 from sim.llamalog import llama_config, read_llama_log, workload_from_trace
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
 from sim.trace import Trace
+from sim.workload import Workload
 from ui.exports import export_panel
 from ui.labels import fmt
 from ui.runs import run_trace
@@ -128,10 +129,10 @@ def _delta(d: float, unit: str) -> dict:
     return {"delta": f"{d:+,.3g} {unit} vs the log", "delta_color": "inverse"}
 
 
-def _fill_knobs(tr: Trace) -> None:
+def _fill_knobs(tr: Trace, wl: Workload | None) -> None:
     """The re-simulation knobs as the log's server ran (a setting the link gave is kept)."""
     lc = llama_config(tr)
-    wl_cfg = workload_from_trace(tr).config
+    wl_cfg = wl.config if wl is not None else {"num_gpu_blocks": 1024}
     derived = {"keep_ll_slots": lc["slots"], "keep_ll_nbatch": lc["n_batch"], "keep_ll_cb": lc["cont_batching"],
                "keep_ll_v_budget": lc["n_batch"], "keep_ll_v_seqs": lc["slots"],
                "keep_ll_v_blocks": int(wl_cfg["num_gpu_blocks"]), "keep_ll_v_preempt": "recompute"}
@@ -189,10 +190,17 @@ key = log_key(name, data)
 trace = parse_log(key, name, data)
 meta = trace.meta
 
+try:
+    workload = workload_from_trace(trace)
+except Exception as e:  # noqa: BLE001 - a log the re-simulation cannot use still shows what it has
+    workload, workload_problem = None, f"The workload cannot be extracted from this log: {plain(e)}"
+else:
+    workload_problem = None
+
 if ss.get("ll_log_id") != key:  # a new log: knobs as its server ran, inspector on its biggest call
     ss["ll_log_id"] = key
     if len(trace.steps):
-        _fill_knobs(trace)
+        _fill_knobs(trace, workload)
     if not SETTINGS.given("keep_ll_step"):
         ss["keep_ll_step"] = _interesting_call(trace)
 
@@ -310,8 +318,9 @@ st.caption("The log's workload (each task's arrival call, prompt and output leng
            "preemption. All three runs are compared on the model-call clock (the simulator's time is not "
            "the log's milliseconds).")
 st.toggle("Re-simulate this workload", key="keep_ll_resim")
-workload = workload_from_trace(trace)
-if ss["keep_ll_resim"] and not workload.requests:
+if ss["keep_ll_resim"] and workload is None:
+    st.error(workload_problem, icon=":material/error:")
+elif ss["keep_ll_resim"] and not workload.requests:
     st.info("No task in this log took a slot, so there is nothing to re-simulate.", icon=":material/info:")
 elif ss["keep_ll_resim"]:
     c1, c2 = st.columns(2, gap="large")
@@ -378,8 +387,10 @@ st.subheader("Downloads")
 stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).removesuffix(".gz").removesuffix(".log").removesuffix(".txt") or "log"
 export_panel(trace, stem, key="ll")
 d1, _, _ = st.columns(3)
-d1.download_button("Workload JSON (for the other pages)", data=lambda: workload.dumps(),
-                   file_name=f"{stem}.workload.json", mime="application/json", on_click="ignore",
-                   key="ll_dl_workload", icon=":material/download:", width="stretch",
-                   help="The log's tasks as a workload: upload it on Playback or Compare to try other schedulers.")
+if workload is not None:
+    d1.download_button("Workload JSON (for the other pages)", data=lambda: workload.dumps(),
+                       file_name=f"{stem}.workload.json", mime="application/json", on_click="ignore",
+                       key="ll_dl_workload", icon=":material/download:", width="stretch",
+                       help="The log's tasks as a workload: upload it on Playback or Compare to try other "
+                            "schedulers.")
 SETTINGS.sync_url()
