@@ -112,7 +112,7 @@ def littles_law_over_time(trace: Trace, clock: str = "time") -> pd.DataFrame:
         start = s["start"].to_numpy(dtype=float)
         arr = r["arrival_time"].to_numpy(dtype=float)
         fin = r["finish_time"].to_numpy(dtype=float)
-        t0 = float(np.nanmin(arr)) if len(arr) else 0.0
+        t0 = float(np.nanmin(arr)) if np.isfinite(arr).any() else 0.0
     else:
         end = s["step"].to_numpy(dtype=float)
         start = end - 1

@@ -64,7 +64,7 @@ def littles_law(trace: Trace) -> dict:
     done = ~np.isnan(f)
     if trace.steps.empty or not done.any():
         return {"L": math.nan, "lambda": math.nan, "W": math.nan, "lambda_W": math.nan}
-    t0 = float(np.nanmin(a)) if len(a) else 0.0
+    t0 = float(np.nanmin(a)) if np.isfinite(a).any() else 0.0
     t1 = float(trace.steps["end"].max())
     span = max(t1 - t0, 1e-12)
     f_eff = np.where(done, f, t1)  # unfinished requests are in the system until the end
