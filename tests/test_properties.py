@@ -22,7 +22,10 @@ def scenarios(draw):
             arrival_step=draw(st.integers(0, 15)), tenant=draw(st.sampled_from(tenants)),
             priority=draw(st.integers(0, 3)),
             prompt_seed=draw(st.sampled_from([None, 7, 8])) if shared else None))
-    need = max(r.prompt_len + r.max_tokens for r in reqs)
+    threshold = draw(st.sampled_from([0, 0, 3, 16]))
+    # vLLM sizes max_model_len to the longest request, raised to the long-prefill threshold,
+    # and refuses to start unless that many tokens fit in the usable blocks
+    need = max(max(r.prompt_len + r.max_tokens for r in reqs), threshold)
     min_blocks = -(-need // block_size) + 1
     cfg = {
         "num_gpu_blocks": draw(st.integers(min_blocks, min_blocks + 30)),
@@ -31,7 +34,7 @@ def scenarios(draw):
         "max_num_seqs": draw(st.integers(1, 6)),
         "policy": draw(st.sampled_from(sorted(POLICIES))),
         "enable_prefix_caching": draw(st.booleans()),
-        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 3, 16])),
+        "long_prefill_token_threshold": threshold,
         "scheduler_reserve_full_isl": draw(st.booleans()),
         "preemption_mode": draw(st.sampled_from(["recompute", "swap"])),
         "swap_space_bytes": draw(st.sampled_from([0.0, 1e6, 1e12])),
