@@ -9,6 +9,10 @@ Sessions: any number may watch (snapshot). One drives at a time: `claim(session)
 wheel if it is free (or already yours), `release(session)` gives it back; start, stop and
 submit are refused (PermissionError) for anyone else.
 
+Arrivals over time: a submitted request whose `arrival_time` (ms since the run started; see
+`now_ms`) is still ahead waits in the worker until then (status "scheduled"), and joins the
+engine as a timed arrival, so the Trace records the intended arrival time.
+
     svc = get_service()                      # the process's service
     svc.claim("me")
     svc.start("me", EngineConfig(model="tiny"), {"num_gpu_blocks": 256, "max_num_batched_tokens": 128})
@@ -20,6 +24,7 @@ submit are refused (PermissionError) for anyone else.
 from __future__ import annotations
 
 import copy
+import heapq
 import queue
 import threading
 from concurrent.futures import Future
@@ -44,6 +49,9 @@ class EngineService:
         self._driver: str | None = None
         self.engine: LLMEngine | None = None
         self._engine_config: EngineConfig | None = None
+        self._run = 0  # counts starts, so a watcher can tell a new run from more of the old one
+        self._pending: list = []  # (arrival ms, order, request, sampling): timed arrivals not yet due
+        self._order = 0
         self._reset_published()
 
     def _reset_published(self, info: dict | None = None):
@@ -91,8 +99,11 @@ class EngineService:
             else:
                 self.engine.reset(scheduler, max_model_len)
             e = self.engine
+            self._run += 1
+            self._pending = []
             self._reset_published({
-                "device": str(e.device), "dtype": str(e.dtype).replace("torch.", ""), "threads": e.threads,
+                "run": self._run, "device": str(e.device), "dtype": str(e.dtype).replace("torch.", ""),
+                "threads": e.threads,
                 "model": e.model.config.to_dict(), "model_params": e.model.config.num_params,
                 "scheduler": e.sched_cfg.to_dict(), "max_model_len": e.max_model_len,
                 "num_blocks": e.sched_cfg.num_gpu_blocks, "block_size": e.sched_cfg.block_size,
@@ -115,6 +126,15 @@ class EngineService:
             self._inbox.put(("wake",))
             t.join()
             self._thread = None
+        with self._pub:
+            for _t, _n, r, _s in self._pending:  # never arrived: say so
+                self._requests[r.id].update(status="cancelled", finish_reason="cancelled")
+        self._pending = []
+
+    def now_ms(self) -> float:
+        """ms since the current run started (the clock of `arrival_time`); 0 when none runs."""
+        e = self.engine
+        return e.now() if e is not None and self.running else 0.0
 
     @property
     def running(self) -> bool:
@@ -147,7 +167,7 @@ class EngineService:
         """Copies: run info, the steps after the first `since_step` (each with its batch, sampled
         tokens, phase times, queue lengths and KV block changes), every request's state."""
         with self._pub:  # published step records are never changed after publishing
-            return {"running": self.running, "driver": self._driver, "error": self._error,
+            return {"run": self._run, "running": self.running, "driver": self._driver, "error": self._error,
                     "num_steps": len(self._steps), "info": copy.deepcopy(self._info),
                     "steps": [dict(s) for s in self._steps[max(0, since_step):]],
                     "requests": {rid: dict(r, generated=list(r["generated"])) for rid, r in self._requests.items()}}
@@ -169,8 +189,11 @@ class EngineService:
         try:
             while not self._stop.is_set():
                 busy = e.has_requests()
+                wait = _IDLE_WAIT_S
+                if self._pending:
+                    wait = min(wait, max(0.0, (self._pending[0][0] - e.now()) / 1000.0))
                 try:
-                    item = self._inbox.get(timeout=_IDLE_WAIT_S) if not busy else self._inbox.get_nowait()
+                    item = self._inbox.get(timeout=wait) if not busy and wait > 0 else self._inbox.get_nowait()
                 except queue.Empty:
                     item = None
                 while item is not None:
@@ -181,6 +204,9 @@ class EngineService:
                         item = None
                 if self._stop.is_set():
                     break
+                while self._pending and self._pending[0][0] <= e.now():
+                    _t, _n, req, sampling = heapq.heappop(self._pending)
+                    self._arrive(e, req, sampling, timed=True)
                 if e.has_requests():
                     self._publish(e, e.step())
         except Exception as exc:  # the run is over; say why
@@ -199,15 +225,24 @@ class EngineService:
         kind = item[0]
         if kind == "add":
             _, req, sampling = item
-            seq = e.add_request(req, sampling)
-            with self._pub:
-                r = self._requests[req.id]
-                r["arrival_ms"] = e.now()
-                r["status"] = seq.status
-                if seq.status == "rejected":
-                    r["finish_reason"] = "rejected"
+            if req.arrival_time is not None and req.arrival_time > e.now():
+                self._order += 1
+                heapq.heappush(self._pending, (req.arrival_time, self._order, req, sampling))
+                with self._pub:
+                    self._requests[req.id]["status"] = "scheduled"
+                return
+            self._arrive(e, req, sampling, timed=req.arrival_time is not None)
         elif kind == "trace":
             item[1].set_result(e.trace())
+
+    def _arrive(self, e: LLMEngine, req: Request, sampling: SamplingParams | None, timed: bool) -> None:
+        seq = e.add_request(req, sampling, timed=timed)
+        with self._pub:
+            r = self._requests[req.id]
+            r["arrival_ms"] = req.arrival_time if timed else e.now()
+            r["status"] = seq.status
+            if seq.status == "rejected":
+                r["finish_reason"] = "rejected"
 
     def _publish(self, e: LLMEngine, out: StepOutput | None) -> None:
         if out is None:
@@ -220,6 +255,7 @@ class EngineService:
         rec = {"step": out.step, "start": out.start, "end": out.end, "phases": out.phases,
                "entries": out.entries, "sampled": out.sampled, "finished": out.finished,
                "preempted": out.preempted, "admitted": out.admitted, "num_tokens": out.num_tokens,
+               "slots": [e.seqs[rid].slot for rid, *_ in out.entries],  # each entry's lane
                "running": len(e.sched.running), "waiting": len(e.sched.waiting), "free_blocks": pool.num_free,
                "kv": kv}
         reasons = e.finish_reasons() if out.finished else {}
