@@ -23,6 +23,7 @@ PAGES = {
         st.Page("pages/disaggregation.py", title="Disaggregation", icon=":material/swap_horiz:", url_path="disaggregation"),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
         st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
+        st.Page("pages/live_engine.py", title="Live engine", icon=":material/memory_alt:", url_path="live_engine"),
     ],
 }
 

@@ -44,7 +44,7 @@ def _timed(reqs: list[Request], times_ms) -> list[Request]:
 
 def _burst(seed: int) -> list[Request]:
     wl = generate(12, seed=seed, prompt={"dist": "uniform", "low": 16, "high": 96},
-                  output={"dist": "uniform", "low": 16, "high": 48}, shared_prefix_groups=3)
+                  output={"dist": "uniform", "low": 24, "high": 64}, shared_prefix_groups=3)
     return _timed(wl.requests, [0.0] * 12)
 
 
@@ -74,7 +74,7 @@ def _two_tenants(seed: int) -> list[Request]:
 LIVE_PRESETS: dict[str, LivePreset] = {p.key: p for p in (
     LivePreset("burst", "Burst: 12 requests at once",
                "Twelve requests land together (prompts of 16-96 tokens in three groups sharing a prefix, "
-               "16-48 tokens out). Watch the first steps fill the token budget with prompt chunks, then "
+               "24-64 tokens out). Watch the first steps fill the token budget with prompt chunks, then "
                "settle into decoding; a small KV pool makes the newest requests get preempted.", _burst, "b"),
     LivePreset("poisson", "Poisson stream: 24 requests, about 4 a second",
                "A steady random stream with long-tailed prompt and output lengths: the batch grows and "
