@@ -133,8 +133,8 @@ def service_gap(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> dict:
 
     Returns {"gap": the largest (0.0 if no two tenants were ever backlogged together),
     "pair": (f, g) or None, "interval": (first step, last step) of the worst interval or None,
-    "series": pd.Series over steps -- the gap reached so far within the interval each step
-    belongs to (the worst pair; 0 where no two tenants are backlogged)}.
+    "series": pd.Series over steps -- the gap reached so far within the backlogged interval
+    each step belongs to (the largest over pairs; 0 where no two tenants are backlogged)}.
     """
     svc = tenant_service(trace, w_in, w_out)
     bl = waiting_backlog(trace)

@@ -14,14 +14,14 @@ def _label(plot, prefix: str) -> int:
     return int(m.group(1).replace(",", ""))
 
 
-def play_and_watch(plot, prefix: str, seconds: float = 15) -> list[int]:
-    """Press ▶ Play and read the slider label until it has moved a few times."""
+def play_and_watch(plot, prefix: str, seconds: float = 20, until=lambda seen: len(set(seen)) >= 4) -> list[int]:
+    """Press ▶ Play and read the slider label until `until(seen)` (default: it took 4 values)."""
     plot.locator(".updatemenu-button").filter(has_text="Play").click()
     seen: list[int] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         seen.append(_label(plot, prefix))
-        if len(set(seen)) >= 4:
+        if until(seen):
             break
         time.sleep(0.1)
     return seen
