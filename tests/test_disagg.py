@@ -53,8 +53,11 @@ def test_linear_model_has_no_prompt_crossover():
 @pytest.mark.parametrize("link", ["ethernet-100g", "ethernet-25g", "ethernet-10g"])
 def test_crossover_prompt_solves_transfer_equals_prefill(setup, link):
     p = crossover_prompt(link, setup)
-    if p in (0.0, math.inf):
-        pytest.skip("no crossover for this pair")
+    if p in (0.0, math.inf):  # no crossover: one side wins at every prompt length
+        lengths = [16, 256, 4096, 65536, 1 << 20]
+        cheaper = [transfer_time_ms(n, link, setup) < prefill_time_ms(n, setup) for n in lengths]
+        assert cheaper == [p == 0.0] * len(lengths)
+        return
     assert transfer_time_ms(p, link, setup) == pytest.approx(prefill_time_ms(p, setup), rel=1e-9)
     assert transfer_time_ms(p * 0.9, link, setup) > prefill_time_ms(p * 0.9, setup)  # slower below
     assert transfer_time_ms(p * 1.1, link, setup) < prefill_time_ms(p * 1.1, setup)  # cheaper above
