@@ -100,10 +100,10 @@ def pick_frames(steps: np.ndarray, max_frames: int) -> np.ndarray:
 def play_controls(frame_steps, frame_ms: int | None = None) -> dict:
     """Layout entries (updatemenus, sliders) for frames named str(step): ▶ Play / ❚❚ Pause and a
     slider labelled "step N", opening on the last frame. frame_ms None: a whole run plays in
-    about 9 s, at 2 to 25 frames per second."""
+    about 6 s, at 2 to 33 frames per second."""
     n = len(frame_steps)
     if frame_ms is None:
-        frame_ms = int(min(500, max(40, 9000 / max(n, 1))))  # >= 40 ms: up to 25 frames/s
+        frame_ms = int(min(500, max(30, 6000 / max(n, 1))))  # >= 30 ms: up to 33 frames/s
     anim = {"frame": {"duration": frame_ms, "redraw": False}, "transition": {"duration": 0},
             "fromcurrent": True, "mode": "immediate"}
     stop = {"frame": {"duration": 0, "redraw": False}, "transition": {"duration": 0}, "mode": "immediate"}
