@@ -8,9 +8,14 @@ st.set_page_config(page_title="Scheduler Lab", page_icon="🗓️", layout="wide
 
 # The page list. Add a page: one st.Page line here (pages stay thin: pages -> figures -> sim).
 PAGES = {
-    "Scheduler Lab": [
+    "Watch a scheduler": [
         st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
                 default=True),
+        st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
+        st.Page("pages/live_engine.py", title="Live engine", icon=":material/memory_alt:", url_path="live_engine"),
+    ],
+    "Ideas, one page each": [
         st.Page("pages/why_batch.py", title="Why batch", icon=":material/stacked_bar_chart:", url_path="why_batch"),
         st.Page("pages/batching.py", title="Static vs continuous batching", icon=":material/view_week:",
                 url_path="batching"),
@@ -21,9 +26,6 @@ PAGES = {
         st.Page("pages/kv_memory.py", title="KV memory and preemption", icon=":material/memory:", url_path="kv_memory"),
         st.Page("pages/tenants.py", title="Tenants and fairness", icon=":material/groups:", url_path="tenants"),
         st.Page("pages/disaggregation.py", title="Disaggregation", icon=":material/swap_horiz:", url_path="disaggregation"),
-        st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
-        st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
-        st.Page("pages/live_engine.py", title="Live engine", icon=":material/memory_alt:", url_path="live_engine"),
     ],
 }
 
