@@ -421,6 +421,10 @@ class VllmScheduler:
             if seq.num_output >= seq.max_tokens or seq.num_tokens >= self.max_model_len:
                 finished.append(seq)
         self._finished_pending = bool(finished)
+        return self._retire(finished)
+
+    def _retire(self, finished: list[Seq]) -> list[Seq]:
+        """Finished requests leave the batch and free their blocks and lanes at once."""
         for seq in finished:
             seq.status = FINISHED
             self.running.remove(seq)

@@ -26,7 +26,7 @@ schedule, update, pool, running, waiting.
 """
 from __future__ import annotations
 
-from .scheduler import FINISHED, RUNNING, Entry, Seq, StepPlan, VllmScheduler, _Ctx
+from .scheduler import RUNNING, Entry, Seq, StepPlan, VllmScheduler, _Ctx
 from .simulate import register_scheduler
 from .workload import output_token
 
@@ -102,9 +102,4 @@ class StaticScheduler(VllmScheduler):
         if not self.group or not all(self._done(s) for s in self.group):
             return []
         finished, self.group = self.group, []
-        for seq in finished:
-            seq.status = FINISHED
-            self.running.remove(seq)
-            self._release_blocks(seq)
-            self._give_slot(seq)
-        return finished
+        return self._retire(finished)
