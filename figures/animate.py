@@ -32,8 +32,17 @@ def axis_key(row: int, col: int = 1, cols: int = 1, axis: str = "x") -> str:
 
 
 def assemble(data: list[dict], layout: dict, frames: list[dict] | None = None) -> go.Figure:
-    """One figure from dict traces, a layout dict and frames {"name", "layout"/"data"/"traces"}."""
-    return go.Figure(data=data, layout=layout, frames=frames or [], _validate=False)
+    """One figure from dict traces, a layout dict and frames {"name", "layout"/"data"/"traces"}.
+
+    go.Figure(frames=...) validates every frame again even with _validate=False (0.36 s for
+    200 frames of 8 shapes on a quiet machine), so the frames are set directly: 0.008 s. This
+    reaches into plotly's figure (plotly is pinned at 7.1.0); the figure tests validate every
+    assembled figure with go.Figure(fig.to_dict()).
+    """
+    fig = go.Figure(data=data, layout=layout, _validate=False)
+    if frames:
+        fig._frame_objs = tuple(go.Frame(f, _validate=False) for f in frames)
+    return fig
 
 
 def with_redraw(controls: dict) -> dict:

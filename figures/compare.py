@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from sim.trace import Trace
 
+from .animate import assemble
 from .common import MAX_BARS, pick_frames, play_controls
 from .playback import FONT, TEMPLATE, lane_traces
 
@@ -117,7 +118,7 @@ def lockstep_figure(a: Trace, b: Trace, titles: tuple[str, str] = ("A", "B"), ma
         **play_controls(fsteps, frame_ms),
         "meta": {"frames": len(frames), "last_step": last, "slots": list(slots)},
     }
-    return go.Figure(data=data_a + data_b, layout=layout, frames=frames, _validate=False)
+    return assemble(data_a + data_b, layout, frames)
 
 
 def first_difference(a: Trace, b: Trace) -> int | None:

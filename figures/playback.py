@@ -18,6 +18,7 @@ import plotly.io as pio
 
 from sim.trace import Trace
 
+from .animate import assemble
 from .common import (CACHED_FREE, EMPTY, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS, MAX_GRID_COLUMNS,
                      MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, colour_codes, discrete_colorscale,
                      legend_swatch, pick_frames, play_controls, request_colour)
@@ -198,7 +199,7 @@ def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None =
         "meta": {"stride": stride, "frames": n_frames,
                  "requests_coloured_by": "index" if n_req <= MAX_DISCRETE_REQUESTS else "palette"},
     }
-    return go.Figure(data=data, layout=layout, frames=frames, _validate=False)
+    return assemble(data, layout, frames)
 
 
 # ---------------------------------------------------------------------------------------------

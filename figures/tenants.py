@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from sim.fairness import request_segments
 from sim.trace import Trace
 
+from .animate import assemble
 from .common import MAX_BARS, REQUEST_PALETTE, pick_frames, play_controls
 from .playback import FONT, TEMPLATE
 
@@ -153,11 +154,7 @@ def timelines_figure(runs: dict[str, Trace], focus: str | None = None, titles: d
     layout["shapes"] = frames[-1]["layout"]["shapes"] if frames else []
     layout.update(play_controls(fsteps, frame_ms))
     layout["meta"]["frames"] = len(frames)
-    fig = go.Figure(data=data, layout=layout, _validate=False)
-    # go.Figure(frames=...) validates every frame's shapes again even with _validate=False
-    # (2 s for 200 frames x 8 shapes on a loaded machine); these are plain dicts the tests validate.
-    fig._frame_objs = tuple(go.Frame(f, _validate=False) for f in frames)
-    return fig
+    return assemble(data, layout, frames)
 
 
 def gap_figure(series: dict[str, pd.Series], bound: float | None, step: int | None = None,
