@@ -1,6 +1,6 @@
 """Admission control and Little's law on the scheduler: the lesson's Example 7 as a Trace.
 
-The lesson's slotted server (sim.queueing.SlotServer) is the vLLM scheduler with one step per
+The lesson's slotted server is the vLLM scheduler with one step per
 tick: ``slots`` running requests (max_num_seqs), each holding its slot for ``service_ticks``
 steps (a 1-token prompt generating ``service_ticks`` tokens), Bernoulli(p) arrivals drawn from
 Java's Random(seed) exactly as the lesson's program draws them, and a waiting queue bounded by

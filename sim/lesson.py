@@ -38,7 +38,7 @@ from sim.cost import (
     swap_ms,
     transfer_ms,
 )
-from sim.queueing import BernoulliArrivals, SlotServer
+from sim.admission import QueueSetup, window_stats
 from sim.simulate import simulate
 from sim.trace import Trace
 from sim.workload import Request, Workload
@@ -289,11 +289,12 @@ def littles_law(runs: Sequence[tuple[float, int | None]] = ((0.20, None), (0.36,
     """
     rows = []
     for p, limit in runs:
-        stats = SlotServer(slots, service_ticks, limit).run(BernoulliArrivals(p, seed), ticks)
-        lam, w = stats.throughput, stats.mean_time_in_system
-        rows.append({"p": p, "limit": limit, "L": printed(stats.mean_in_system, 2),
-                     "lambda": printed(lam, 4), "W": printed(w, 2), "lambda_W": printed(lam * w, 2),
-                     "rejected": stats.rejected, "arrived": stats.arrived})
+        setup = QueueSetup(p=p, queue_limit=limit or 0, slots=slots, service_ticks=service_ticks,
+                           ticks=ticks, seed=seed)
+        st = window_stats(simulate(setup.workload()), ticks)  # the scheduler, one step per tick
+        rows.append({"p": p, "limit": limit, "L": printed(st["L"], 2), "lambda": printed(st["lambda"], 4),
+                     "W": printed(st["W"], 2), "lambda_W": printed(st["lambda_W"], 2),
+                     "rejected": st["rejected"], "arrived": st["arrived"]})
     return rows
 
 

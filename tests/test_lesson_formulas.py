@@ -12,7 +12,8 @@ import pytest
 
 from sim import lesson
 from sim.cost import UnitsCost
-from sim.queueing import BernoulliArrivals, SlotServer
+from sim.admission import QueueSetup
+from sim.queueing import BernoulliArrivals
 
 LESSON = (Path(__file__).parent / "fixtures" / "lesson.txt").read_text()
 NUM = r"(-?\d+(?:\.\d+)?)"
@@ -98,21 +99,14 @@ def test_example7_littles_law():
 
 def test_example7_capacity_line():
     (slots, service, capacity), = lines_matching(rf"^capacity: (\d+) slots / (\d+) ticks = {NUM} requests per tick$")
-    assert f"{SlotServer(int(slots), int(service)).capacity:.2f}" == capacity
+    assert f"{QueueSetup(slots=int(slots), service_ticks=int(service)).capacity:.2f}" == capacity
 
 
-def test_queue_server_is_generic():
-    class Burst:
-        def arrivals(self, tick):
-            return 5 if tick == 0 else 0
-
-    stats = SlotServer(slots=2, service_ticks=3, queue_limit=3).run(Burst(), ticks=10)
-    # arrivals meet the limit before slots take from the queue: 3 queue, 2 are rejected;
-    # 2 start at once, the third starts at tick 3
-    assert (stats.arrived, stats.rejected, stats.finished) == (5, 2, 3)
-    assert stats.time_in_system_sum == 3 + 3 + 6
-    stats = SlotServer(slots=1, service_ticks=1).run(BernoulliArrivals(1.0, 0), ticks=50)
-    assert stats.finished == 50 and stats.mean_time_in_system == 1.0 and stats.mean_in_system == 1.0
+def test_bernoulli_arrivals_follow_java_random():
+    src = BernoulliArrivals(1.0, 0)
+    assert all(src.arrivals(t) == 1 for t in range(50))
+    lesson_src = BernoulliArrivals(0.44, 11)
+    assert sum(lesson_src.arrivals(t) for t in range(20_000)) == 8831  # the lesson's count
 
 
 def test_example8_cost_lines():
