@@ -4,6 +4,8 @@ Run: .venv/bin/python -m streamlit run app.py
 """
 import streamlit as st
 
+from ui import primer
+
 st.set_page_config(page_title="Scheduler Lab", page_icon="🗓️", layout="wide")  # page_icon: no font fetch
 
 # The page list. Add a page: one st.Page line here (pages stay thin: pages -> figures -> sim).
@@ -36,4 +38,9 @@ PAGES = {
 for _key in [k for k in st.session_state if isinstance(k, str) and k.startswith("keep_")]:
     st.session_state[_key] = st.session_state[_key]
 
-st.navigation(PAGES).run()
+# Start loading Plotly's JavaScript now, while the page computes (ui/primer.py).
+primer.send()
+try:
+    st.navigation(PAGES).run()
+finally:
+    primer.clear()

@@ -16,6 +16,8 @@ added later are measured too.
   The page counts as settled once its title (h1) is there, the indicator has been gone and
   the chart count unchanged for 1.5 s, and as many charts are drawn as AppTest says the page
   sends (Plotly's JS chunk loads lazily, after the script has finished). Target: under 4 s.
+- **Floor**: the same measurement on a bare Streamlit app with one three-point Plotly chart (what
+  Streamlit's frontend and Plotly's ~4.7 MB JavaScript cost before a page does any work).
 - **Largest figure**: the JSON size of each st.plotly_chart the page sends (AppTest,
   ``at.get("plotly_chart")`` proto.spec), the default settings, the largest one named.
 - **Animation**: the Playback page with a generated 5,000-step workload uploaded through the
@@ -94,7 +96,7 @@ def pages_from_app(app: Path = ROOT / "app.py") -> list[dict]:
 class Server:
     """`streamlit run app.py` on a free port, stopped by killing only its own process group."""
 
-    def __init__(self) -> None:
+    def __init__(self, cwd: Path = ROOT) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -105,7 +107,7 @@ class Server:
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
         t0 = time.monotonic()
         while True:
@@ -255,6 +257,25 @@ def measure_animation(browser, base: str, seconds: float = 6.0) -> dict:
         os.unlink(f.name)
 
 
+# The floor: a bare Streamlit app whose one page draws one three-point Plotly chart. Its first
+# render is what Streamlit and Plotly's JavaScript cost on this machine before any page does work.
+FLOOR_APP = """import streamlit as st
+st.set_page_config(layout="wide")
+st.title("floor")
+st.plotly_chart({"data": [{"type": "scatter", "x": [1, 2, 3], "y": [1, 3, 2]}], "layout": {"height": 300}})
+"""
+
+
+def measure_floor(browser, runs: int) -> list[float]:
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as d:
+        Path(d, "app.py").write_text(FLOOR_APP)
+        out = []
+        for _ in range(runs):
+            with Server(Path(d)) as srv:
+                out.append(render_once(browser, srv.url + "/", 1)["render_s"])
+        return out
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -276,10 +297,12 @@ def main() -> int:
         want = set(args.pages.split(","))
         pages = [p for p in pages if p["url_path"] in want]
     results = []
+    floor = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_FLAGS)
         shared = Server() if args.warm_server else None
         try:
+            floor = measure_floor(browser, args.runs)
             for p in pages:
                 row = {**p, "renders": []}
                 if not (ROOT / p["path"]).exists():
@@ -335,6 +358,9 @@ def main() -> int:
               f"{total:>11}  {mark}{runs}{flags}")
     print("first render: navigation to the last chart drawn and the Running indicator gone; script: to the "
           "Running indicator last seen (the page's Python run)")
+    if floor:
+        print(f"floor: a bare Streamlit app with one 3-point Plotly chart, fresh server: "
+              f"{statistics.median(floor):.2f} s ({', '.join(f'{x:.1f}' for x in floor)})")
     print(f"target: first render under {TARGET_RENDER_S:.0f} s "
           f"({'fresh server per page' if not args.warm_server else 'one warm server'}, fresh browser context; "
           f"median of {args.runs})")
@@ -348,7 +374,7 @@ def main() -> int:
               f"{'ok' if anim['plotly_frames_per_s'] >= TARGET_FPS else 'BELOW TARGET'} (capped by the figure's frame duration)")
         print(f"  target: >= {TARGET_FPS:.0f} frames/s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"pages": results, "animation": anim, "cpus": os.cpu_count(),
+        Path(args.json).write_text(json.dumps({"pages": results, "floor_s": floor, "animation": anim, "cpus": os.cpu_count(),
                                                "load": [load_before, load_after]}, indent=1, default=str))
     return 0
 

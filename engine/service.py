@@ -28,13 +28,16 @@ import heapq
 import queue
 import threading
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from sim.kvpool import OP_NAMES
 from sim.workload import Request
 
 from .config import EngineConfig
-from .engine import LLMEngine, StepOutput
-from .sampling import SamplingParams
+
+if TYPE_CHECKING:  # the engine (and torch) load at the first start(), not when a page imports this
+    from .engine import LLMEngine, StepOutput
+    from .sampling import SamplingParams
 
 _IDLE_WAIT_S = 0.05
 
@@ -93,6 +96,8 @@ class EngineService:
             self._halt()
             ec = engine_config if isinstance(engine_config, EngineConfig) else EngineConfig.from_dict(engine_config)
             if self.engine is None or ec != self._engine_config:
+                from .engine import LLMEngine
+
                 self.engine = None  # drop the old model and KV pool first
                 self.engine = LLMEngine(ec, scheduler, max_model_len=max_model_len)
                 self._engine_config = ec

@@ -640,25 +640,45 @@ RESIM_ROWS = [("steps", "model calls", "Calls to the model (scheduler iterations
               ("preemptions", "preemptions", "")]
 
 
-def resim_table(runs: dict[str, Trace]) -> pd.DataFrame:
-    """Headline numbers of each run on the model-call clock (sim.metrics.summary of step_clock):
-    one row per metric, one column per run, then "<run> − <first>" for the others."""
-    sums = {k: run_summary(step_clock(t)) for k, t in runs.items()}
+# the same numbers on the log's clock (a log with timestamps, simulations with a cost model fitted to it)
+WALL_ROWS = [("steps", "model calls", RESIM_ROWS[0][2]),
+             ("finished", "tasks finished", ""),
+             ("ttft_mean", "mean TTFT (ms)", "From the moment a task was queued to its first token."),
+             ("ttft_p99", "p99 TTFT (ms)", ""),
+             ("wait_mean", "mean queue wait (ms)", "From queued to its first call."),
+             ("e2e_mean", "mean end-to-end (ms)", ""),
+             ("itl_worst", "worst token gap (ms)", "Longest stretch between two tokens of one task."),
+             ("duration", "duration (ms)", "First call's start to last call's end."),
+             ("tokens_per_step", "tokens per call", "Mean tokens in a model call."),
+             ("preemptions", "preemptions", "")]
+
+
+def _on_clock(trace: Trace, clock: str) -> Trace:
+    return trace if clock == "ms" else step_clock(trace)
+
+
+def resim_table(runs: dict[str, Trace], clock: str = "calls") -> pd.DataFrame:
+    """Headline numbers of each run (sim.metrics.summary): on the model-call clock (step_clock)
+    or, clock="ms", on the log's own clock (every run in ms). One row per metric, one column per
+    run, then "<run> − <first>" for the others."""
+    rows = WALL_ROWS if clock == "ms" else RESIM_ROWS
+    sums = {k: run_summary(_on_clock(t, clock)) for k, t in runs.items()}
     labels = list(runs)
-    out = pd.DataFrame({"metric": [w for _, w, _ in RESIM_ROWS]})
+    out = pd.DataFrame({"metric": [w for _, w, _ in rows]})
     for k in labels:
-        out[k] = [float(sums[k][m]) for m, _, _ in RESIM_ROWS]
+        out[k] = [float(sums[k][m]) for m, _, _ in rows]
     for k in labels[1:]:
         out[f"{k} − {labels[0]}"] = out[k] - out[labels[0]]
     return out
 
 
-def ttft_table(runs: dict[str, Trace]) -> pd.DataFrame:
-    """Per task: TTFT in model calls in each run (tasks of the first run; blank where a run lacks it)."""
+def ttft_table(runs: dict[str, Trace], clock: str = "calls") -> pd.DataFrame:
+    """Per task: TTFT in model calls (or ms, clock="ms") in each run (tasks of the first run;
+    blank where a run lacks it)."""
     labels = list(runs)
-    base = per_request(step_clock(runs[labels[0]])).set_index("request")
+    base = per_request(_on_clock(runs[labels[0]], clock)).set_index("request")
     out = pd.DataFrame({"task": base.index.astype(str)})
     for k in labels:
-        pr = per_request(step_clock(runs[k])).set_index("request")
+        pr = per_request(_on_clock(runs[k], clock)).set_index("request")
         out[f"TTFT · {k}"] = pr["ttft"].reindex(base.index).to_numpy(dtype=float)
     return out

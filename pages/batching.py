@@ -10,6 +10,7 @@ import streamlit as st
 from figures.batching import batching_figure, finish_figure
 from sim.lesson import LESSON_OUTPUT_LENS
 from sim.sweeps import batching_config, batching_figures, batching_workload, parse_int_list
+from ui import primer
 from ui.exports import export_panel
 from ui.runs import run_trace
 from ui.state import PageSettings, Setting
@@ -54,7 +55,7 @@ try:
     workload = batching_workload(outputs, arrivals)
 except ValueError as e:
     st.error(f"Check the requests on the left: {e}.", icon=":material/error:")
-    st.stop()
+    primer.stop()
 slots = int(ss["keep_sb_slots"])
 static = run_trace(workload, batching_config("static", slots), "units")
 cont = run_trace(workload, batching_config("vllm", slots), "units")

@@ -14,6 +14,7 @@ from figures.interference import budget_figure, timeline_figure
 from sim.cost import COST_PRESETS, cost_from_preset
 from sim.lesson import long_prompt_summary
 from sim.sweeps import LESSON_BUDGETS, budget_sweep, interference_case, min_budget, sweep_budgets, sweet_spot
+from ui import primer
 from ui.exports import export_panel
 from ui.runs import run_trace
 from ui.state import PageSettings, Setting
@@ -71,7 +72,7 @@ try:
     trace = run_trace(workload, config, cost_key)
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
-    st.stop()
+    primer.stop()
 run = long_prompt_summary(trace, horizon)
 unit = trace.time_unit
 usual = run["steps"][0]["cost"]

@@ -17,6 +17,7 @@ from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerCo
 from sim.simulate import scheduler_names
 from sim.trace import Trace
 from sim.workload import effective_config
+from ui import primer
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_trace
@@ -132,7 +133,7 @@ for side in SIDES:
     except Exception as e:  # noqa: BLE001 - a user's run that cannot finish is reported, never a crash
         st.error(f"Configuration {side.upper()} cannot run: {e}", icon=":material/error:")
 if len(traces) < 2:
-    st.stop()
+    primer.stop()
 ta, tb = traces["a"], traces["b"]
 if ta.time_unit != tb.time_unit:
     st.warning(f"A's times are in {ta.time_unit} and B's in {tb.time_unit}: choose the same step cost on both "

@@ -14,6 +14,7 @@ from figures.disagg import breakeven_figure, growth_figure, ratio_figure, ttft_f
 from sim.cost import HARDWARE, MODELS
 from sim.disagg import (ALL_LINKS, LESSON_LINKS, LESSON_PROMPTS, Setup, breakeven_bandwidth, crossovers, custom_link,
                         lesson_table, prompt_grid, ratio_vs_bandwidth, resolve_link, sweep)
+from ui import primer
 from ui.state import PageSettings, Setting
 
 ss = st.session_state
@@ -90,7 +91,7 @@ st.caption(
     "sends it to a decode pool. The price is the transfer, which adds to every request's time to first token.")
 if not links:
     st.info("Pick at least one link on the left.", icon=":material/cable:")
-    st.stop()
+    primer.stop()
 
 gpu, model = HARDWARE[setup.hardware], MODELS[setup.model]
 lesson_like = (setup.model in ("8B", "8B-fp16") and setup.hardware == "h100-sxm" and setup.efficiency == 0.5

@@ -18,6 +18,7 @@ from sim.preemption import (blocks_held, demoted, kv_tokens, preemption_table, s
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, SchedulerConfig
 from sim.trace import Trace
 from sim.workload import effective_config
+from ui import primer
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, fmt
 from ui.runs import run_key, run_trace
@@ -107,7 +108,7 @@ st.caption("Every running request adds a token per step, so its KV cache grows a
            "needs a block and none is free, the scheduler takes memory back from another running request: "
            "preemption. The victim either drops its KV and recomputes it later, or swaps it to CPU memory and back.")
 
-workload = PICKER.require()  # an error or a hint and st.stop(), else the blurb
+workload = PICKER.require()  # an error or a hint and a stop, else the blurb
 
 config = {name: int(ss[key]) for key, name in KNOBS.items()}
 config["policy"] = ss["keep_kv_policy"]
@@ -118,7 +119,7 @@ try:
     runs = {mode: run_trace(workload, cfg, cost_key) for mode, cfg in configs.items()}
 except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported, never a crash
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
-    st.stop()
+    primer.stop()
 keys = {mode: run_key(workload, cfg, cost_key) for mode, cfg in configs.items()}
 trace = runs["recompute"]
 held, tokens, kinds, pre = views(keys["recompute"], trace, model, gpu, link, eff)

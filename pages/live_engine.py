@@ -9,6 +9,7 @@ figures.engine and figures.playback. One browser session drives at a time; the o
 """
 from __future__ import annotations
 
+import threading
 import uuid
 
 import streamlit as st
@@ -38,19 +39,33 @@ BOUNDS = {"keep_le_blocks": (8, 4096), "keep_le_block_size": (1, 256), "keep_le_
           "keep_le_max_seqs": (1, 256)}
 
 
-@st.cache_resource(show_spinner="Loading PyTorch (once per server)…")
+@st.cache_resource(show_spinner=False)
 def _engine():
-    """The process's engine service, plus what the page needs from the engine package (torch
-    is imported here, on the first visit, not when the app starts)."""
+    """The process's engine service and model presets (both torch-free: the engine and torch load
+    at the first Start)."""
     from engine.config import PRESETS, EngineConfig
-    from engine.device import resolve_device
     from engine.service import get_service
 
-    dev = resolve_device("auto")
-    return get_service(), EngineConfig, PRESETS, str(dev)
+    return get_service(), EngineConfig, PRESETS
 
 
-svc, EngineConfig, MODEL_PRESETS, AUTO_DEVICE = _engine()
+@st.cache_resource(show_spinner=False)
+def _torch_preload() -> dict:
+    """Import torch (about 2 s) in the background, once per server, so the page draws without
+    waiting for it and Start rarely does; {"device": "cpu" | "cuda"} once it has loaded."""
+    found: dict = {}
+
+    def load():
+        from engine.device import resolve_device
+
+        found["device"] = str(resolve_device("auto"))
+
+    threading.Thread(target=load, name="torch-preload", daemon=True).start()
+    return found
+
+
+svc, EngineConfig, MODEL_PRESETS = _engine()
+AUTO_DEVICE = _torch_preload().get("device")  # None until torch has loaded
 SID = ss.setdefault("le_session", uuid.uuid4().hex[:10])  # this browser tab
 
 S = PageSettings("le", [
@@ -75,7 +90,7 @@ def sched_config() -> dict:
 
 
 def pool_bytes() -> int:
-    per_elem = 4 if AUTO_DEVICE == "cpu" else 2  # fp32 on the CPU, bf16/fp16 on CUDA
+    per_elem = 2 if AUTO_DEVICE == "cuda" else 4  # fp32 on the CPU, bf16/fp16 on CUDA
     per_token = MODEL_PRESETS[ss["keep_le_model"]].kv_bytes_per_token(per_elem)
     return ss["keep_le_blocks"] * ss["keep_le_block_size"] * per_token
 
@@ -202,7 +217,7 @@ other = driver is not None and not me
 idle_other = other and (not running or live.all_done())
 
 info = live.info
-device = info.get("device") or AUTO_DEVICE
+device = info.get("device") or AUTO_DEVICE or "not known yet (PyTorch is loading)"
 where = (f"**{device}**, {info['dtype']}, {info['threads']} thread(s), {info['model_params'] / 1e6:.0f}M parameters"
          if info else f"**{device}** (float32 on the CPU, bf16 on CUDA)")
 state = ":green-badge[running]" if running else (":gray-badge[stopped]" if live.run else ":gray-badge[not started]")
@@ -316,101 +331,104 @@ live_panel()
 # After a run: the Trace in the Playback views, the simulator beside it, downloads
 # ---------------------------------------------------------------------------------------------
 
-if running or not live.steps:
-    st.stop()
+def run_views() -> None:
+    """The finished run: its Trace in Playback's views, the simulator beside it, downloads."""
+    res = ss.get("le_result")
+    if res is None or res["run"] != live.run or res["steps"] != live.num_steps:
+        with st.spinner("Building the run's trace and simulating it…"):
+            trace = svc.trace()
+            sent = list(getattr(svc.engine, "requests", []))
+            try:
+                cmp, why = compare_with_simulator(trace, sent), None
+            except (ValueError, RuntimeError) as e:  # too short to fit, or a replay the simulator refuses
+                cmp, why = None, str(e)
+        res = ss["le_result"] = {"run": live.run, "steps": live.num_steps, "trace": trace, "sent": sent, "cmp": cmp,
+                                 "why": why}
+    trace, cmp = res["trace"], res["cmp"]
 
-res = ss.get("le_result")
-if res is None or res["run"] != live.run or res["steps"] != live.num_steps:
-    with st.spinner("Building the run's trace and simulating it…"):
-        trace = svc.trace()
-        sent = list(getattr(svc.engine, "requests", []))
-        try:
-            cmp, why = compare_with_simulator(trace, sent), None
-        except (ValueError, RuntimeError) as e:  # too short to fit, or a replay the simulator refuses
-            cmp, why = None, str(e)
-    res = ss["le_result"] = {"run": live.run, "steps": live.num_steps, "trace": trace, "sent": sent, "cmp": cmp,
-                             "why": why}
-trace, cmp = res["trace"], res["cmp"]
+    st.divider()
+    st.header("The run")
+    sm = summary(trace)
+    cols = st.columns(6)
+    cols[0].metric("Steps", fmt(sm["steps"]))
+    cols[1].metric("Duration (s)", fmt(sm["duration"] / 1000))
+    cols[2].metric("Mean TTFT (ms)", fmt(sm["ttft_mean"]))
+    cols[3].metric("p99 TTFT (ms)", fmt(sm["ttft_p99"]))
+    cols[4].metric("Tokens / s", fmt(1000 * sm["throughput"]))
+    cols[5].metric("Preemptions", fmt(sm["preemptions"]))
+    st.caption("The engine's Trace, in the same views as Playback (times in ms, measured). Download it below to "
+               "open it anywhere a trace is read.")
 
-st.divider()
-st.header("The run")
-sm = summary(trace)
-cols = st.columns(6)
-cols[0].metric("Steps", fmt(sm["steps"]))
-cols[1].metric("Duration (s)", fmt(sm["duration"] / 1000))
-cols[2].metric("Mean TTFT (ms)", fmt(sm["ttft_mean"]))
-cols[3].metric("p99 TTFT (ms)", fmt(sm["ttft_p99"]))
-cols[4].metric("Tokens / s", fmt(1000 * sm["throughput"]))
-cols[5].metric("Preemptions", fmt(sm["preemptions"]))
-st.caption("The engine's Trace, in the same views as Playback (times in ms, measured). Download it below to "
-           "open it anywhere a trace is read.")
-
-st.subheader("Slot lanes")
-st.plotly_chart(occupancy_figure(trace), key="le_occupancy", theme=None, config={"displaylogo": False})
-st.subheader("Step time by phase")
-st.caption("What each forward pass cost, split into schedule, prepare (inputs, slot mapping), forward, sample; "
-           "the grey line is the tokens in the step.")
-st.plotly_chart(phase_figure(trace), key="le_phases", theme=None, config={"displaylogo": False})
-st.subheader("Tokens per step")
-st.plotly_chart(step_tokens_figure(trace), key="le_step_tokens", theme=None, config={"displaylogo": False})
-
-
-@st.fragment
-def run_inspector(tr) -> None:
-    steps = tr.steps["step"]
-    step = step_scrubber("le_step", int(steps.min()), int(steps.max()), buttons="le")
-    left, right = st.columns([1, 1], gap="large")
-    with left:
-        st.plotly_chart(kv_map_figure(tr, step), key="le_kv_map", theme=None, config={"displaylogo": False})
-    with right:
-        batch, events = inspector_tables(tr, step)
-        st.dataframe(batch, hide_index=True, key="le_batch_table")
-        if not events.empty:
-            st.dataframe(events, hide_index=True, key="le_events_table")
+    st.subheader("Slot lanes")
+    st.plotly_chart(occupancy_figure(trace), key="le_occupancy", theme=None, config={"displaylogo": False})
+    st.subheader("Step time by phase")
+    st.caption("What each forward pass cost, split into schedule, prepare (inputs, slot mapping), forward, sample; "
+               "the grey line is the tokens in the step.")
+    st.plotly_chart(phase_figure(trace), key="le_phases", theme=None, config={"displaylogo": False})
+    st.subheader("Tokens per step")
+    st.plotly_chart(step_tokens_figure(trace), key="le_step_tokens", theme=None, config={"displaylogo": False})
 
 
-st.subheader("Step inspector")
-run_inspector(trace)
+    @st.fragment
+    def run_inspector(tr) -> None:
+        steps = tr.steps["step"]
+        step = step_scrubber("le_step", int(steps.min()), int(steps.max()), buttons="le")
+        left, right = st.columns([1, 1], gap="large")
+        with left:
+            st.plotly_chart(kv_map_figure(tr, step), key="le_kv_map", theme=None, config={"displaylogo": False})
+        with right:
+            batch, events = inspector_tables(tr, step)
+            st.dataframe(batch, hide_index=True, key="le_batch_table")
+            if not events.empty:
+                st.dataframe(events, hide_index=True, key="le_events_table")
 
-st.header("Compare with the simulator")
-if cmp is None:
-    st.info(f"No comparison for this run: {res['why']}.", icon=":material/info:")
-else:
-    fit = cmp.fit_summary()
-    st.markdown(
-        f"The simulator's cost model, fitted to this run's {fit['samples']} steps: **step time = "
-        f"{fmt(fit['per_token'])} ms × tokens + {fmt(fit['per_context_token'] * 1000)} µs × context tokens + "
-        f"{fmt(fit['per_step'])} ms** (R² {fmt(fit['r2'])}, median step error "
-        f"{fmt(100 * fit['median_rel_error'])}%"
-        + (f"; {fit['outliers']} step{'s' if fit['outliers'] != 1 else ''} slowed by something outside the "
-           "engine left out of the fit" if fit["outliers"] else "")
-        + "). The simulator then replays the same requests at the same arrival times with that model.")
-    st.plotly_chart(calibration_figure(cmp.steps, cmp.ttft), key="le_calibration", theme=None,
-                    config={"displaylogo": False})
-    t1, t2 = st.columns([1, 1], gap="large")
-    with t1:
-        st.markdown("**Measured vs simulated**")
-        st.dataframe(cmp.metrics, hide_index=True, key="le_cmp_table",
-                     column_config={"measured": st.column_config.NumberColumn(format="%.4g"),
-                                    "simulated": st.column_config.NumberColumn(format="%.4g"),
-                                    "simulated / measured": st.column_config.NumberColumn("ratio", format="%.3f")})
-    with t2:
-        st.markdown("**Time to first token per request (ms)**")
-        st.dataframe(cmp.ttft, hide_index=True, key="le_ttft_table",
-                     column_config={c: st.column_config.NumberColumn(format="%.1f")
-                                    for c in ("measured", "simulated", "difference")})
-    with st.expander("Every measured step against the cost model"):
-        st.dataframe(cmp.steps, hide_index=True, key="le_steps_table")
 
-with st.expander("Per request"):
-    st.dataframe(per_request(trace), hide_index=True, key="le_requests_table")
+    st.subheader("Step inspector")
+    run_inspector(trace)
 
-st.subheader("Downloads")
-stem = f"live_engine_run{live.run}"
-export_panel(trace, stem, key="le")
-d1, _, _ = st.columns(3)
-d1.download_button("Workload JSON (replay in the simulator)",
-                   data=lambda: replay_workload(trace, res["sent"]).dumps(), file_name=f"{stem}.workload.json",
-                   mime="application/json", on_click="ignore", key="le_dl_workload", icon=":material/download:",
-                   width="stretch", help="The requests of this run at their measured arrival times (ms), with the "
-                                         "engine's settings: load it on the other pages.")
+    st.header("Compare with the simulator")
+    if cmp is None:
+        st.info(f"No comparison for this run: {res['why']}.", icon=":material/info:")
+    else:
+        fit = cmp.fit_summary()
+        st.markdown(
+            f"The simulator's cost model, fitted to this run's {fit['samples']} steps: **step time = "
+            f"{fmt(fit['per_token'])} ms × tokens + {fmt(fit['per_context_token'] * 1000)} µs × context tokens + "
+            f"{fmt(fit['per_step'])} ms** (R² {fmt(fit['r2'])}, median step error "
+            f"{fmt(100 * fit['median_rel_error'])}%"
+            + (f"; {fit['outliers']} step{'s' if fit['outliers'] != 1 else ''} slowed by something outside the "
+               "engine left out of the fit" if fit["outliers"] else "")
+            + "). The simulator then replays the same requests at the same arrival times with that model.")
+        st.plotly_chart(calibration_figure(cmp.steps, cmp.ttft), key="le_calibration", theme=None,
+                        config={"displaylogo": False})
+        t1, t2 = st.columns([1, 1], gap="large")
+        with t1:
+            st.markdown("**Measured vs simulated**")
+            st.dataframe(cmp.metrics, hide_index=True, key="le_cmp_table",
+                         column_config={"measured": st.column_config.NumberColumn(format="%.4g"),
+                                        "simulated": st.column_config.NumberColumn(format="%.4g"),
+                                        "simulated / measured": st.column_config.NumberColumn("ratio", format="%.3f")})
+        with t2:
+            st.markdown("**Time to first token per request (ms)**")
+            st.dataframe(cmp.ttft, hide_index=True, key="le_ttft_table",
+                         column_config={c: st.column_config.NumberColumn(format="%.1f")
+                                        for c in ("measured", "simulated", "difference")})
+        with st.expander("Every measured step against the cost model"):
+            st.dataframe(cmp.steps, hide_index=True, key="le_steps_table")
+
+    with st.expander("Per request"):
+        st.dataframe(per_request(trace), hide_index=True, key="le_requests_table")
+
+    st.subheader("Downloads")
+    stem = f"live_engine_run{live.run}"
+    export_panel(trace, stem, key="le")
+    d1, _, _ = st.columns(3)
+    d1.download_button("Workload JSON (replay in the simulator)",
+                       data=lambda: replay_workload(trace, res["sent"]).dumps(), file_name=f"{stem}.workload.json",
+                       mime="application/json", on_click="ignore", key="le_dl_workload", icon=":material/download:",
+                       width="stretch", help="The requests of this run at their measured arrival times (ms), with the "
+                                             "engine's settings: load it on the other pages.")
+
+
+if not (running or not live.steps):
+    run_views()

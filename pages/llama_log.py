@@ -18,12 +18,14 @@ import streamlit as st
 from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figure, resim_table,
                               slot_lanes_figure, task_table, ttft_table, uses_wall_time)
 from sim.llamalog import llama_config, read_llama_log, workload_from_trace
+from sim.logresim import call_cost, has_call_times, resimulate
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
 from sim.trace import Trace
 from sim.workload import Workload
+from ui import primer
 from ui.exports import export_panel
 from ui.labels import fmt
-from ui.runs import run_trace
+from ui.runs import MAX_STEPS, run_trace
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
 
@@ -103,11 +105,18 @@ def log_views(key: str, logy: bool, clock: str, _trace: Trace) -> dict:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def resim_views(key: str, configs: str, logy: bool, _runs: dict[str, Trace]) -> dict:
-    """The side-by-side views of the log and its re-simulations, once per (log, knobs, scale)."""
+def resim_views(key: str, configs: str, logy: bool, clock: str, _runs: dict[str, Trace]) -> dict:
+    """The side-by-side views of the log and its re-simulations, once per (log, knobs, scale, clock)."""
     return {"batches": comparison_figure(_runs, "batch", log_y=logy).to_plotly_json(),
             "lanes": comparison_figure(_runs, "lanes").to_plotly_json(),
-            "table": resim_table(_runs), "ttft": ttft_table(_runs)}
+            "table": resim_table(_runs, clock), "ttft": ttft_table(_runs, clock)}
+
+
+@st.cache_data(max_entries=8, show_spinner="Fitting the calls' cost and simulating…")
+def wall_clock_runs(key: str, configs: str, _trace: Trace) -> tuple[dict, dict[str, Trace]]:
+    """The re-simulations on the log's clock: (the fitted cost model, {label: trace})."""
+    runs = resimulate(_trace, json.loads(configs), wall_clock=True, max_steps=MAX_STEPS)
+    return call_cost(_trace).describe(), runs
 
 
 def log_key(name: str, data: bytes) -> str:
@@ -239,7 +248,7 @@ if n_calls == 0:
              "llama-server started with `-v`?", icon=":material/error:")
     if n_tasks:
         st.dataframe(task_table(trace), hide_index=True)
-    st.stop()
+    primer.stop()
 
 b = trace.batch
 prompt_tok = int(b.loc[b["kind"].to_numpy() != "decode", "tokens"].sum())
@@ -313,10 +322,15 @@ call_inspector(trace)
 # ---------------------------------------------------------------------------------------------
 
 st.subheader("Re-simulate")
-st.caption("The log's workload (each task's arrival call, prompt and output length, the prompt cache it hit) "
-           "through the simulator: once as llama-server slots, once as vLLM-style paged scheduling with "
-           "preemption. All three runs are compared on the model-call clock (the simulator's time is not "
-           "the log's milliseconds).")
+wall_possible = has_call_times(trace)
+wall = wall_possible and ss["keep_ll_clock"] == "time"
+st.caption("The log's workload (each task's arrival, prompt and output length, the prompt cache it hit) through "
+           "the simulator: once as llama-server slots, once as vLLM-style paged scheduling with preemption. "
+           + ("On wall time (the clock chosen above), each simulated call costs what a cost model fitted to this "
+              "log's calls says, and tasks arrive when the log says they did." if wall else
+              "All three runs are compared on the model-call clock"
+              + (" (choose wall time above to compare in milliseconds)." if wall_possible else
+                 " (this log has no timestamps, so its calls have no durations to compare in milliseconds).")))
 st.toggle("Re-simulate this workload", key="keep_ll_resim")
 if ss["keep_ll_resim"] and workload is None:
     st.error(workload_problem, icon=":material/error:")
@@ -349,24 +363,44 @@ elif ss["keep_ll_resim"]:
                 "max_num_seqs": int(ss["keep_ll_v_seqs"]), "num_gpu_blocks": int(ss["keep_ll_v_blocks"]),
                 "preemption_mode": ss["keep_ll_v_preempt"]}
     runs: dict[str, Trace] = {LOG_LABEL: trace}
-    for label, cfg in ((LLAMA_LABEL, llama_cfg), (VLLM_LABEL, vllm_cfg)):
+    configs = {LLAMA_LABEL: llama_cfg, VLLM_LABEL: vllm_cfg}
+    if wall:
         try:
-            runs[label] = run_trace(workload, cfg, "units")
-        except Exception as e:  # noqa: BLE001 - a configuration that cannot run is reported, never a crash
-            st.error(f"{label} cannot run with these settings: {plain(e)}", icon=":material/error:")
+            fit, sims = wall_clock_runs(key, json.dumps(configs, sort_keys=True), trace)
+        except Exception as e:  # noqa: BLE001 - too few calls to fit, or a run that cannot finish
+            st.warning(f"No re-simulation on wall time: {plain(e)}. Showing model calls instead.",
+                       icon=":material/warning:")
+            wall = False
+        else:
+            runs.update(sims)
+            r2 = fit["fit"].get("r2")
+            st.markdown(
+                f"Cost of a call, fitted to the log's {fit['fit'].get('samples', 0):,} calls (each from its first "
+                f"line to the next call's): **{fmt(fit['per_step'])} ms + {fmt(fit['per_token'])} ms per token + "
+                f"{fmt(fit['per_context_token'] * 1000)} µs per context token** (R² {fmt(r2)}). Not simulated: "
+                "context shifts, KV-cache failures and their retries, cancelled streams.")
+    if not wall:
+        for label, cfg in configs.items():
+            try:
+                runs[label] = run_trace(workload, cfg, "units")
+            except Exception as e:  # noqa: BLE001 - a configuration that cannot run is reported, never a crash
+                st.error(f"{label} cannot run with these settings: {plain(e)}", icon=":material/error:")
+    clock = "ms" if wall else "calls"
     if len(runs) > 1:
-        rv = resim_views(key, json.dumps([llama_cfg, vllm_cfg], sort_keys=True), logy, runs)
+        rv = resim_views(key, json.dumps([llama_cfg, vllm_cfg], sort_keys=True), logy, clock, runs)
         table = rv["table"]
         sims = [k for k in runs if k != LOG_LABEL]
         m = table.set_index("metric")
         cols = st.columns(2 * len(sims))
+        unit = "ms" if wall else "calls"
+        ttft_row = f"mean TTFT ({unit})"
         for i, label in enumerate(sims):
             dc = m.loc["model calls", label] - m.loc["model calls", LOG_LABEL]
-            dt = m.loc["mean TTFT (calls)", label] - m.loc["mean TTFT (calls)", LOG_LABEL]
+            dt = m.loc[ttft_row, label] - m.loc[ttft_row, LOG_LABEL]
             cols[2 * i].metric(f"{label}: model calls", fmt(int(m.loc["model calls", label])),
                                **_delta(dc, "calls"))
-            cols[2 * i + 1].metric(f"{label}: mean TTFT", fmt(float(m.loc["mean TTFT (calls)", label]), "calls"),
-                                   **_delta(dt, "calls"))
+            cols[2 * i + 1].metric(f"{label}: mean TTFT", fmt(float(m.loc[ttft_row, label]), unit),
+                                   **_delta(dt, unit))
         tab1, tab2 = st.tabs(["Batches", "Slot lanes"])
         with tab1:
             st.plotly_chart(rv["batches"], key="ll_cmp_batches", theme=None, config=CONFIG)
@@ -374,7 +408,7 @@ elif ss["keep_ll_resim"]:
             st.plotly_chart(rv["lanes"], key="ll_cmp_lanes", theme=None, config=CONFIG)
         st.dataframe(table, hide_index=True, key="ll_resim_table",
                      column_config={c: st.column_config.NumberColumn(format="%.4g") for c in table.columns[1:]})
-        with st.expander("TTFT per task (model calls)"):
+        with st.expander(f"TTFT per task ({'ms' if wall else 'model calls'})"):
             per_task = rv["ttft"]
             st.dataframe(per_task, hide_index=True, key="ll_ttft_table",
                          column_config={c: st.column_config.NumberColumn(format="%.4g") for c in per_task.columns[1:]})

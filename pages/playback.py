@@ -17,6 +17,7 @@ from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerCo
 from sim.simulate import oracle_jsonl, scheduler_names
 from sim.trace import Trace
 from sim.workload import Workload, effective_config
+from ui import primer
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_key, run_trace
@@ -122,7 +123,7 @@ try:
     trace = run_trace(workload, config, cost_key)
 except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported, never a crash
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
-    st.stop()
+    primer.stop()
 
 m = summary(trace)
 unit = trace.time_unit

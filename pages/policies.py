@@ -11,6 +11,7 @@ from figures.policies import service_figure, waiting_age_figure
 from sim import lesson
 from sim.starvation import (LESSON_JOBS, LONG, STREAM_BOUNDS, STREAM_DEFAULTS, format_jobs, mean_wait, parse_jobs,
                             run_config, service_table, start_of, stream_jobs, workload)
+from ui import primer
 from ui.exports import export_panel
 from ui.labels import fmt
 from ui.runs import run_trace
@@ -69,7 +70,7 @@ try:
     jobs = parse_jobs(ss["keep_pol_jobs"])
 except ValueError as e:
     st.error(f"Could not read the jobs: {e}.", icon=":material/error:")
-    st.stop()
+    primer.stop()
 
 aging = float(ss["keep_pol_aging"])
 rows = {**ROWS, **(AGED_ROWS if ss["keep_pol_with_aging"] else {})}

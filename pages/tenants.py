@@ -14,6 +14,7 @@ from sim import scenarios
 from sim.fairness import (POLICY_ORDER, POLICY_TITLES, compare_summary, first_divergence, flood_workload,
                           policy_configs, service_gap, state_at, tenant_finishes, vtc_bound)
 from sim.workload import Workload
+from ui import primer
 from ui.exports import export_panel
 from ui.labels import fmt
 from ui.runs import run_trace
@@ -109,7 +110,7 @@ try:
     runs = {k: run_trace(workload, configs[k], "units") for k in POLICY_ORDER}
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
     st.error(f"These settings cannot run: {e}", icon=":material/error:")
-    st.stop()
+    primer.stop()
 
 bound = vtc_bound(workload, {}, w_in, w_out)
 table = compare_summary(runs, bound["bound"], w_in, w_out, focus=focus)

@@ -44,9 +44,9 @@ def step_samples(trace: Trace) -> pd.DataFrame:
                          "measured": (busy["end"] - busy["start"]).to_numpy(dtype=float)})
 
 
-def _fit(samples: pd.DataFrame, unit: str) -> CalibratedCost:
+def _fit(samples: pd.DataFrame, unit: str, nonnegative: bool = False) -> CalibratedCost:
     return CalibratedCost.fit(zip(samples["num_tokens"], ([c] for c in samples["context_tokens"]),
-                                  samples["measured"]), unit=unit)
+                                  samples["measured"]), unit=unit, nonnegative=nonnegative)
 
 
 def _predict(cost: CalibratedCost, samples: pd.DataFrame) -> np.ndarray:
@@ -54,7 +54,8 @@ def _predict(cost: CalibratedCost, samples: pd.DataFrame) -> np.ndarray:
                        for n, c in zip(samples["num_tokens"], samples["context_tokens"])], dtype=float)
 
 
-def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1) -> tuple[CalibratedCost, np.ndarray]:
+def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1,
+              nonnegative: bool = False) -> tuple[CalibratedCost, np.ndarray]:
     """A CalibratedCost (time unit of the trace) fitted to the run's busy steps, and which steps
     the fit used (a bool per step_samples row).
 
@@ -71,7 +72,7 @@ def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1) -> tuple[C
         raise ValueError(f"the run has {len(samples)} busy steps; calibrating needs at least 3")
     unit = trace.time_unit or "ms"
     keep = np.ones(len(samples), dtype=bool)
-    cost = _fit(samples, unit)
+    cost = _fit(samples, unit, nonnegative)
     measured = samples["measured"].to_numpy(dtype=float)
     budget = min(int(max_drop * len(samples)), len(samples) - 3)
     for _ in range(2 if trim > 0 else 0):
@@ -85,7 +86,7 @@ def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1) -> tuple[C
         if (new == keep).all():
             break
         keep = new
-        cost = _fit(samples[keep], unit)
+        cost = _fit(samples[keep], unit, nonnegative)
     cost.fit_info["outliers"] = int((~keep).sum())
     return cost, keep
 

@@ -349,19 +349,30 @@ class CalibratedCost(CostModel):
         return self.per_token * num_tokens + self.per_context_token * context_total + self.per_step
 
     @classmethod
-    def fit(cls, samples: Iterable[Sample], unit: str = "ms") -> "CalibratedCost":
-        """Least-squares fit from ``(num_tokens, context_lens, measured_time)`` samples."""
+    def fit(cls, samples: Iterable[Sample], unit: str = "ms", nonnegative: bool = False) -> "CalibratedCost":
+        """Least-squares fit from ``(num_tokens, context_lens, measured_time)`` samples.
+
+        nonnegative: no constant may come out below zero (a step cannot cost negative time);
+        the most negative one is pinned to 0 and the others refitted, until none is negative."""
         rows = [(num_tokens, _context_total(contexts), time) for num_tokens, contexts, time in samples]
         if len(rows) < 3:
             raise ValueError("need at least 3 samples to fit 3 constants")
         data = np.asarray(rows, dtype=float)
         design = np.column_stack([data[:, 0], data[:, 1], np.ones(len(data))])
         times = data[:, 2]
-        coef, _, rank, _ = np.linalg.lstsq(design, times, rcond=None)
+        free = [0, 1, 2]
+        coef = np.zeros(3)
+        while free:
+            sub, _, rank, _ = np.linalg.lstsq(design[:, free], times, rcond=None)
+            coef = np.zeros(3)
+            coef[free] = sub
+            if not nonnegative or (sub >= 0).all():
+                break
+            free.pop(int(np.argmin(sub)))
         predicted = design @ coef
         spread = float(((times - times.mean()) ** 2).sum())
         residual = float(((times - predicted) ** 2).sum())
-        info = {"samples": len(rows), "rank": int(rank),
+        info = {"samples": len(rows), "rank": int(np.linalg.matrix_rank(design[:, free])) if free else 0,
                 "r2": 1.0 - residual / spread if spread > 0 else 1.0,
                 "rmse": math.sqrt(residual / len(rows))}
         return cls(float(coef[0]), float(coef[1]), float(coef[2]), unit, info)

@@ -145,7 +145,7 @@ def test_html_and_script_stay_text(bad_page):
 
 
 def test_re_simulate_changes_with_a_knob():
-    at = open_page(ll_sample="s3_nocb")
+    at = open_page(ll_sample="s3_nocb", ll_clock="calls")
     assert metric(at, "Cont. batching") == "off"
     before = table_with(at, "Simulated llama-server").set_index("metric")
     assert before.loc["mean TTFT (calls)", "Simulated llama-server − Real log"] == pytest.approx(0)
@@ -162,6 +162,32 @@ def test_re_simulate_changes_with_a_knob():
     assert not at.exception
     assert any("Simulated vLLM cannot run" in e.value for e in at.error)
     assert "ll_cmp_batches" in chart_specs(at)
+
+
+def test_re_simulate_on_wall_time_with_a_fitted_cost():
+    """s1 (timestamps): the simulated llama-server, with a cost fitted to the log's calls, lands within
+    10% of the log's own mean TTFT and end-to-end time; the model-call clock gives the call rows back."""
+    at = open_page(ll_sample="s1_new")
+    assert at.radio(key="keep_ll_clock").value == "time"
+    table = table_with(at, "Simulated llama-server").set_index("metric")
+    log, sim = table["Real log"], table["Simulated llama-server"]
+    assert "mean TTFT (calls)" not in table.index
+    assert sim["mean TTFT (ms)"] == pytest.approx(log["mean TTFT (ms)"], rel=0.1)
+    assert sim["mean end-to-end (ms)"] == pytest.approx(log["mean end-to-end (ms)"], rel=0.1)
+    assert sim["model calls"] == log["model calls"] == 1500
+    fit = next(m.value for m in at.markdown if m.value.startswith("Cost of a call"))
+    assert "ms per token" in fit and "R²" in fit
+    assert metric(at, "Simulated llama-server: mean TTFT").endswith("ms")
+    at.radio(key="keep_ll_clock").set_value("calls").run()
+    table = table_with(at, "Simulated llama-server").set_index("metric")
+    assert "mean TTFT (calls)" in table.index and "mean TTFT (ms)" not in table.index
+    assert not [m for m in at.markdown if m.value.startswith("Cost of a call")]
+
+
+def test_a_log_without_timestamps_re_simulates_in_calls():
+    at = open_page(ll_sample="s6_cancel", ll_clock="time")
+    assert "mean TTFT (calls)" in table_with(at, "Simulated llama-server")["metric"].tolist()
+    assert any("has no timestamps" in c.value for c in at.caption)
 
 
 def test_link_settings_win_and_scrub(default_page):

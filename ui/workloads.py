@@ -27,6 +27,7 @@ import streamlit as st
 from sim import scenarios
 from sim.workload import Workload, parse_workload
 
+from . import primer
 from .state import Setting
 
 BUILTIN, UPLOAD = "Built-in scenario", "Upload a workload JSON"
@@ -66,15 +67,15 @@ class WorkloadPicker:
         return self._drawn
 
     def require(self) -> Workload:
-        """In the main area: the workload, after its blurb; or st.error / st.info and st.stop()."""
+        """In the main area: the workload, after its blurb; or st.error / st.info and a stop (ui.primer.stop)."""
         workload, blurb, problem = self._drawn
         if problem:
             st.error(problem, icon=":material/error:")
-            st.stop()
+            primer.stop()
         if workload is None:
             st.info("Upload a workload JSON on the left (the vLLM oracle's format), or pick a built-in scenario.",
                     icon=":material/upload_file:")
-            st.stop()
+            primer.stop()
         if blurb:
             st.markdown(blurb)
         return workload

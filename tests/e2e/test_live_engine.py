@@ -16,6 +16,11 @@ def _step(page) -> int:
     return int(v.replace(",", ""))
 
 
+def _badge(page, text: str):
+    """The engine's state badge (the live chart's legend also says "running")."""
+    return page.locator("span.stMarkdownBadge").get_by_text(text, exact=True)
+
+
 def test_live_engine_steps_advance_in_the_browser(page, app_url):
     t0 = time.monotonic()
     # the Poisson stream's arrivals span seconds, so the run outlasts the polling below on any machine
@@ -24,7 +29,7 @@ def test_live_engine_steps_advance_in_the_browser(page, app_url):
     expect(start).to_be_enabled(timeout=90_000)  # the first visit imports torch in the server
     expect(page.get_by_test_id("stException")).to_have_count(0)
     start.click()
-    expect(page.get_by_text("running", exact=True)).to_be_visible(timeout=60_000)
+    expect(_badge(page, "running")).to_be_visible(timeout=60_000)
     print(f"\nlive engine: page + start {time.monotonic() - t0:.1f} s")
 
     # no clicks from here on: only the fragment's own timer can move the counter
@@ -46,7 +51,7 @@ def test_live_engine_steps_advance_in_the_browser(page, app_url):
         except PlaywrightTimeout:
             pass
     expect(page.get_by_role("heading", name="Compare with the simulator")).to_be_visible(timeout=90_000)
-    expect(page.get_by_text("stopped", exact=True)).to_be_visible()
+    expect(_badge(page, "stopped")).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=60_000)
     print(f"live engine: stopped, run views shown after {time.monotonic() - t0:.1f} s")
