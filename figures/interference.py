@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from sim.trace import Trace
 
+from .animate import assemble
 from .common import KIND_COLOURS, pick_frames, play_controls
 from .playback import FONT, TEMPLATE
 
@@ -150,7 +151,7 @@ def timeline_figure(trace: Trace, horizon: int, max_lanes: int = 8, max_frames: 
                                                                          "width": 1.5}}]
         for f in frames:  # frames replace layout.shapes: keep the baseline in each
             f["layout"]["shapes"] = f["layout"]["shapes"] + layout["shapes"][len(shapes):]
-    return go.Figure(data=data, layout=layout, frames=frames)
+    return assemble(data, layout, frames)
 
 
 def budget_figure(sweep: dict, chosen: int | None = None, lesson_budgets=(4004, 2048, 512, 256)) -> go.Figure:

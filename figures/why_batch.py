@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from .animate import assemble
 from .common import pick_frames, play_controls
 from .playback import FONT, TEMPLATE
 
@@ -208,4 +209,4 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
                   meta={"fit_sequences": fit, "kv_over_weights_batch": limits["kv_over_weights_batch"],
                         "compute_bound_batch": cb, "frames": len(frames), "batches": [int(b[0]), int(b[-1])],
                         "start_batch": start})
-    return go.Figure(data=data, layout=layout, frames=frames)
+    return assemble(data, layout, frames)

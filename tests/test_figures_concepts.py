@@ -53,12 +53,13 @@ def test_decode_figure_frames_move_markers_and_the_memory_bar(decode_fig):
     animated = list(fig.frames[0].traces)
     assert [fig.data[i].name for i in animated][:5] == ["cursor step", "cursor throughput", "cursor util",
                                                           "cursor bytes", "cursor per_seq"]
-    f32 = next(f for f in fig.frames if f.name == "32")
-    assert f32.data[0].y[0] == pytest.approx(21.5245, abs=1e-3)  # the step-time marker
-    labels = f32.data[-1].text
+    frames = {f["name"]: f for f in fig.to_dict()["frames"]}  # frames are assembled as plain dicts
+    f32 = frames["32"]
+    assert f32["data"][0]["y"][0] == pytest.approx(21.5245, abs=1e-3)  # the step-time marker
+    labels = list(f32["data"][-1]["text"])
     assert labels[-1] == "batch 32: weights 4.52 GB + KV 32 × 0.537 GB = 21.70 GB of 24 GB, 2.30 GB free"
-    assert labels[:2] == ("weights 4.52 GB", "KV 17.18 GB") and labels[2] == ""  # 2.3 GB is too narrow for its label
-    over = next(f for f in fig.frames if f.name == "48").data[-1].text
+    assert labels[:2] == ["weights 4.52 GB", "KV 17.18 GB"] and labels[2] == ""  # 2.3 GB is too narrow for its label
+    over = frames["48"]["data"][-1]["text"]
     assert over[-1].endswith("6.29 GB more than the card has")
     assert frame_bytes(fig) < 2500  # small deltas only
 

@@ -1,4 +1,4 @@
-"""Real-browser fixtures: a live `streamlit run app.py` and Debian's chromium via pytest-playwright.
+"""Real-browser fixtures: a live dashboard (serve.py, which runs `streamlit run app.py`) and Debian's chromium via pytest-playwright.
 
 Every test under tests/e2e/ is marked ``e2e`` and skipped (with a reason) when the chromium
 binary is missing. CI (.ci/run) installs it with apt. Override the path with $CHROMIUM.
@@ -93,7 +93,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session")
 def app_url():
-    """Base URL of a headless `streamlit run app.py` started from the repo root."""
+    """Base URL of a headless dashboard started as the README says (serve.py: `streamlit run app.py`
+    with the pages' modules imported first) from the repo root."""
     global _server_log
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -102,7 +103,7 @@ def app_url():
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1"}
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py",
+            [sys.executable, "serve.py",
              "--server.headless", "true",
              "--server.port", str(port),
              "--server.address", "127.0.0.1",

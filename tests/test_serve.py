@@ -1,0 +1,19 @@
+"""serve.py imports what the pages need before the server starts, and not torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_warm_imports_sim_and_figures_but_not_torch():
+    code = ("import sys; sys.path.insert(0, '.'); import serve; names = serve.warm(); "
+            "print(len(names), 'torch' in sys.modules, 'sim.llamalog' in sys.modules, "
+            "'figures.playback' in sys.modules, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    n, torch, llamalog, playback, pandas = out.stdout.split()
+    assert int(n) >= 30 and torch == "False" and llamalog == playback == pandas == "True"
+    assert "No runtime found" not in out.stderr  # no st.cache_data made before the runtime exists
