@@ -105,11 +105,15 @@ def log_views(key: str, logy: bool, clock: str, _trace: Trace) -> dict:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def resim_views(key: str, configs: str, logy: bool, clock: str, _runs: dict[str, Trace]) -> dict:
-    """The side-by-side views of the log and its re-simulations, once per (log, knobs, scale, clock)."""
-    return {"batches": comparison_figure(_runs, "batch", log_y=logy).to_plotly_json(),
-            "lanes": comparison_figure(_runs, "lanes").to_plotly_json(),
-            "table": resim_table(_runs, clock), "ttft": ttft_table(_runs, clock)}
+def resim_tables(key: str, configs: str, clock: str, _runs: dict[str, Trace]) -> dict:
+    """The log against its re-simulations in numbers, once per (log, knobs, clock)."""
+    return {"table": resim_table(_runs, clock), "ttft": ttft_table(_runs, clock)}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def resim_figure(key: str, configs: str, view: str, logy: bool, _runs: dict[str, Trace]) -> dict:
+    """One side-by-side view ("batch" or "lanes") of the log and its re-simulations."""
+    return comparison_figure(_runs, view, log_y=logy and view == "batch").to_plotly_json()
 
 
 @st.cache_data(max_entries=8, show_spinner="Fitting the calls' cost and simulating…")
@@ -387,7 +391,8 @@ elif ss["keep_ll_resim"]:
                 st.error(f"{label} cannot run with these settings: {plain(e)}", icon=":material/error:")
     clock = "ms" if wall else "calls"
     if len(runs) > 1:
-        rv = resim_views(key, json.dumps([llama_cfg, vllm_cfg], sort_keys=True), logy, clock, runs)
+        cfg_key = json.dumps([llama_cfg, vllm_cfg, clock], sort_keys=True)
+        rv = resim_tables(key, cfg_key, clock, runs)
         table = rv["table"]
         sims = [k for k in runs if k != LOG_LABEL]
         m = table.set_index("metric")
@@ -401,11 +406,16 @@ elif ss["keep_ll_resim"]:
                                **_delta(dc, "calls"))
             cols[2 * i + 1].metric(f"{label}: mean TTFT", fmt(float(m.loc[ttft_row, label]), unit),
                                    **_delta(dt, unit))
-        tab1, tab2 = st.tabs(["Batches", "Slot lanes"])
+        # only the open tab's chart is built and sent (one chart less to draw on a first visit)
+        tab1, tab2 = st.tabs(["Batches", "Slot lanes"], key="ll_cmp_tab", on_change="rerun")
         with tab1:
-            st.plotly_chart(rv["batches"], key="ll_cmp_batches", theme=None, config=CONFIG)
+            if tab1.open:
+                st.plotly_chart(resim_figure(key, cfg_key, "batch", logy, runs), key="ll_cmp_batches", theme=None,
+                                config=CONFIG)
         with tab2:
-            st.plotly_chart(rv["lanes"], key="ll_cmp_lanes", theme=None, config=CONFIG)
+            if tab2.open:
+                st.plotly_chart(resim_figure(key, cfg_key, "lanes", logy, runs), key="ll_cmp_lanes", theme=None,
+                                config=CONFIG)
         st.dataframe(table, hide_index=True, key="ll_resim_table",
                      column_config={c: st.column_config.NumberColumn(format="%.4g") for c in table.columns[1:]})
         with st.expander(f"TTFT per task ({'ms' if wall else 'model calls'})"):

@@ -70,7 +70,11 @@ def test_default_sample_parses_and_shows_the_batches(default_page):
     assert_matches_reader(at, read_llama_log(DEFAULT_SAMPLE))
     assert metric(at, "Slots (-np)") == "2" and metric(at, "Batch (-b)") == "256"
     assert metric(at, "Unparsed lines") == "0"
-    assert {"ll_batches", "ll_lanes", "ll_call_window", "ll_cmp_batches", "ll_cmp_lanes"} <= set(chart_specs(at))
+    assert {"ll_batches", "ll_lanes", "ll_call_window", "ll_cmp_batches"} <= set(chart_specs(at))
+    assert "ll_cmp_lanes" not in chart_specs(at)  # its tab is closed: not built, not sent
+    at.session_state["ll_cmp_tab"] = "Slot lanes"
+    at.run()
+    assert "ll_cmp_lanes" in chart_specs(at) and "ll_cmp_batches" not in chart_specs(at)
     # the inspector opens on the biggest call: a 255-token chunk beside slot 0's decode token
     assert at.slider(key="keep_ll_step").value == 882
     entries = table_with(at, "positions")
@@ -154,6 +158,7 @@ def test_re_simulate_changes_with_a_knob():
     after = table_with(at, "Simulated llama-server").set_index("metric")
     assert after.loc["mean TTFT (calls)", "Simulated llama-server"] < before.loc["mean TTFT (calls)",
                                                                                 "Simulated llama-server"]
+    at.session_state["ll_cmp_tab"] = "Slot lanes"
     at.number_input(key="keep_ll_slots").set_value(1).run()
     assert chart_specs(at)["ll_cmp_lanes"]["layout"]["meta"]["slots"][1] == 1
     assert at.query_params["ll_slots"] == "1" and at.query_params["ll_cb"] == "true"
@@ -161,7 +166,7 @@ def test_re_simulate_changes_with_a_knob():
     at.number_input(key="keep_ll_v_blocks").set_value(8).run()
     assert not at.exception
     assert any("Simulated vLLM cannot run" in e.value for e in at.error)
-    assert "ll_cmp_batches" in chart_specs(at)
+    assert "ll_cmp_lanes" in chart_specs(at)
 
 
 def test_re_simulate_on_wall_time_with_a_fitted_cost():
