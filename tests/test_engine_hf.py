@@ -1,6 +1,10 @@
 """The engine against HF transformers with the same weights (models built from a config
 locally; nothing is downloaded): logits, and greedy tokens identical for every request in
-float64 under every scheduling condition the scheduler can produce."""
+float64 under every scheduling condition the scheduler can produce.
+
+ENGINE_TEST_DEVICE=cuda runs the engine's runs on a GPU (HF, the reference, stays on the CPU)."""
+import copy
+import os
 import random
 import types
 
@@ -18,6 +22,7 @@ from sim.simulate import simulate
 from sim.workload import Request, Workload
 
 VOCAB = 512
+DEVICE = torch.device(os.environ.get("ENGINE_TEST_DEVICE", "cpu"))
 
 
 def _hf_llama(dtype):
@@ -78,7 +83,8 @@ def reference(pair64):
 
 @pytest.fixture(scope="module")
 def engine64(pair64):
-    return LLMEngine(EngineConfig(), model=pair64[1])
+    model = pair64[1] if DEVICE.type == "cpu" else copy.deepcopy(pair64[1]).to(DEVICE)
+    return LLMEngine(EngineConfig(), model=model)
 
 
 def test_full_forward_logits_match_hf(pair32, pair64):
