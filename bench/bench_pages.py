@@ -17,7 +17,8 @@ added later are measured too.
   the chart count unchanged for 1.5 s, and as many charts are drawn as AppTest says the page
   sends (Plotly's JS chunk loads lazily, after the script has finished). Target: under 4 s.
 - **Floor**: the same measurement on a bare Streamlit app with one three-point Plotly chart (what
-  Streamlit's frontend and Plotly's ~4.7 MB JavaScript cost before a page does any work).
+  Streamlit's frontend and Plotly's ~4.7 MB JavaScript cost before a page does any work), and
+  with four such charts (what each further chart costs to draw).
 - **Largest figure**: the JSON size of each st.plotly_chart the page sends (AppTest,
   ``at.get("plotly_chart")`` proto.spec), the default settings, the largest one named.
 - **Animation**: the Playback page with a generated 5,000-step workload uploaded through the
@@ -263,22 +264,25 @@ def measure_animation(browser, base: str, seconds: float = 6.0) -> dict:
         os.unlink(f.name)
 
 
-# The floor: a bare Streamlit app whose one page draws one three-point Plotly chart. Its first
-# render is what Streamlit and Plotly's JavaScript cost on this machine before any page does work.
+# The floor: a bare Streamlit app whose one page draws `n` three-point Plotly charts. Its first
+# render is what Streamlit and Plotly's JavaScript cost on this machine before any page does work
+# (n = 1), and what each further chart adds (n = 4).
 FLOOR_APP = """import streamlit as st
 st.set_page_config(layout="wide")
 st.title("floor")
-st.plotly_chart({"data": [{"type": "scatter", "x": [1, 2, 3], "y": [1, 3, 2]}], "layout": {"height": 300}})
+for i in range({n}):
+    st.plotly_chart({{"data": [{{"type": "scatter", "x": [1, 2, 3], "y": [1, 3, i]}}], "layout": {{"height": 300}}}},
+                    key=f"c{{i}}")
 """
 
 
-def measure_floor(browser, runs: int) -> list[float]:
+def measure_floor(browser, runs: int, charts: int = 1) -> list[float]:
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as d:
-        Path(d, "app.py").write_text(FLOOR_APP)
+        Path(d, "app.py").write_text(FLOOR_APP.format(n=charts))
         out = []
         for _ in range(runs):
             with Server(Path(d)) as srv:
-                out.append(render_once(browser, srv.url + "/", 1)["render_s"])
+                out.append(render_once(browser, srv.url + "/", charts)["render_s"])
         return out
 
 
@@ -303,12 +307,13 @@ def main() -> int:
         want = set(args.pages.split(","))
         pages = [p for p in pages if p["url_path"] in want]
     results = []
-    floor = []
+    floor, floor4 = [], []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_FLAGS)
         shared = Server() if args.warm_server else None
         try:
             floor = measure_floor(browser, args.runs)
+            floor4 = measure_floor(browser, args.runs, 4)
             for p in pages:
                 row = {**p, "renders": []}
                 if not (ROOT / p["path"]).exists():
@@ -366,7 +371,8 @@ def main() -> int:
           "Running indicator last seen (the page's Python run)")
     if floor:
         print(f"floor: a bare Streamlit app with one 3-point Plotly chart, fresh server: "
-              f"{statistics.median(floor):.2f} s ({', '.join(f'{x:.1f}' for x in floor)})")
+              f"{statistics.median(floor):.2f} s ({', '.join(f'{x:.1f}' for x in floor)}); with four such charts: "
+              f"{statistics.median(floor4):.2f} s ({', '.join(f'{x:.1f}' for x in floor4)})")
     print(f"target: first render under {TARGET_RENDER_S:.0f} s "
           f"({'fresh server per page' if not args.warm_server else 'one warm server'}, fresh browser context; "
           f"median of {args.runs})")
@@ -380,7 +386,7 @@ def main() -> int:
               f"{'ok' if anim['plotly_frames_per_s'] >= TARGET_FPS else 'BELOW TARGET'} (capped by the figure's frame duration)")
         print(f"  target: >= {TARGET_FPS:.0f} frames/s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"pages": results, "floor_s": floor, "animation": anim, "cpus": os.cpu_count(),
+        Path(args.json).write_text(json.dumps({"pages": results, "floor_s": floor, "floor_4_charts_s": floor4, "animation": anim, "cpus": os.cpu_count(),
                                                "load": [load_before, load_after]}, indent=1, default=str))
     return 0
 
