@@ -119,8 +119,8 @@ def resim_figure(key: str, configs: str, view: str, logy: bool, _runs: dict[str,
 @st.cache_data(max_entries=8, show_spinner="Fitting the calls' cost and simulating…")
 def wall_clock_runs(key: str, configs: str, _trace: Trace) -> tuple[dict, dict[str, Trace]]:
     """The re-simulations on the log's clock: (the fitted cost model, {label: trace})."""
-    runs = resimulate(_trace, json.loads(configs), wall_clock=True, max_steps=MAX_STEPS)
-    return call_cost(_trace).describe(), runs
+    cost = call_cost(_trace)
+    return cost.describe(), resimulate(_trace, json.loads(configs), wall_clock=True, cost=cost, max_steps=MAX_STEPS)
 
 
 def log_key(name: str, data: bytes) -> str:

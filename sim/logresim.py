@@ -59,10 +59,14 @@ def call_cost(trace: Trace) -> CalibratedCost:
 
 
 def resimulate(trace: Trace, configs: dict[str, dict], *, wall_clock: bool = False,
-               max_steps: int | None = None) -> dict[str, Trace]:
+               cost: CalibratedCost | None = None, max_steps: int | None = None) -> dict[str, Trace]:
     """The log's workload (sim.llamalog.workload_from_trace) through the simulator once per
-    config. wall_clock: tasks arrive at their logged times and steps cost call_cost(trace) ms."""
+    config. wall_clock: tasks arrive at their logged times and steps cost `cost` ms (default
+    call_cost(trace))."""
     wl = workload_from_trace(trace, timed=wall_clock)
-    cost = call_cost(trace) if wall_clock else None
+    if not wall_clock:
+        cost = None
+    elif cost is None:
+        cost = call_cost(trace)
     kw = {"max_steps": max_steps} if max_steps else {}
     return {label: simulate(wl, cfg, cost=cost, **kw) for label, cfg in configs.items()}
