@@ -27,8 +27,9 @@ FIXTURES = ROOT / "tests" / "fixtures" / "llama-logs"
 
 
 def logs() -> list[Path]:
-    found = sorted(SHARED.glob("*/*.log")) if SHARED.is_dir() else sorted(FIXTURES.glob("*/*.log"))
-    return [p for p in found if p.stat().st_size < 20_000_000]  # the 32 MB soak: minutes of replay, same story
+    if SHARED.is_dir():
+        return sorted(SHARED.glob("*/*.log"))
+    return sorted(p for p in FIXTURES.glob("*/*") if p.name.endswith((".log", ".log.gz")))
 
 
 def main(argv: list[str]) -> int:
