@@ -9,14 +9,13 @@ sim.llamalog, or simulated from its workload). No Streamlit.
   the slot, cancels and preemptions marked.
 - comparison_figure: one of those views for several runs (the log and its re-simulations), one
   row per run, on one model-call axis and one y scale.
-- task_table, call_tables, step_clock, resim_table, ttft_table: the tables next to them.
+- task_table, call_tables: the tables next to them (the re-simulation's tables are in sim.logresim).
 
 Size rules (figures/common.py): per-call bars up to MAX_BARS, then bins; lanes as SVG bars up to
 MAX_LANE_BARS runs, then WebGL line segments.
 """
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -24,7 +23,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from sim.metrics import per_request, summary as run_summary
 from sim.trace import Trace
 
 from .common import MAX_BARS, PREEMPT, REQUEST_PALETTE
@@ -605,80 +603,3 @@ def call_tables(trace: Trace, step: int) -> tuple[pd.DataFrame, pd.DataFrame, di
     return entries, events, facts
 
 
-def step_clock(trace: Trace) -> Trace:
-    """A copy of `trace` whose clock is the model call: call k runs from k-1 to k, a task queued
-    after call a arrives at a, its first token comes at the end of its first-token call. Puts a
-    log (ms or call index) and a simulation (cost units) on one scale for sim.metrics."""
-    t = copy.copy(trace)
-    s = trace.steps.copy()
-    step = s["step"].to_numpy(dtype=float)
-    s["start"], s["end"] = step - 1.0, step
-    r = trace.requests.copy()
-
-    def f(col):
-        return r[col].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    r["arrival_time"] = f("arrival_step")
-    r["first_scheduled_time"] = f("first_scheduled_step") - 1.0
-    r["first_token_time"] = f("first_token_step")
-    r["finish_time"] = f("finish_step")
-    e = trace.events.copy()
-    e["time"] = e["step"].to_numpy(dtype=float)
-    t.steps, t.requests, t.events = s, r, e
-    t.meta = {**trace.meta, "time_unit": "model calls"}
-    return t
-
-
-RESIM_ROWS = [("steps", "model calls", "Calls to the model (scheduler iterations that ran a batch)."),
-              ("finished", "tasks finished", ""),
-              ("ttft_mean", "mean TTFT (calls)", "Calls from the call a task was queued after to the call that "
-                                                 "sampled its first token."),
-              ("ttft_p99", "p99 TTFT (calls)", ""),
-              ("wait_mean", "mean queue wait (calls)", "Calls a task waited before its first call."),
-              ("e2e_mean", "mean end-to-end (calls)", ""),
-              ("itl_worst", "worst token gap (calls)", "Longest stretch between two tokens of one task."),
-              ("tokens_per_step", "tokens per call", "Mean tokens in a model call."),
-              ("preemptions", "preemptions", "")]
-
-
-# the same numbers on the log's clock (a log with timestamps, simulations with a cost model fitted to it)
-WALL_ROWS = [("steps", "model calls", RESIM_ROWS[0][2]),
-             ("finished", "tasks finished", ""),
-             ("ttft_mean", "mean TTFT (ms)", "From the moment a task was queued to its first token."),
-             ("ttft_p99", "p99 TTFT (ms)", ""),
-             ("wait_mean", "mean queue wait (ms)", "From queued to its first call."),
-             ("e2e_mean", "mean end-to-end (ms)", ""),
-             ("itl_worst", "worst token gap (ms)", "Longest stretch between two tokens of one task."),
-             ("duration", "duration (ms)", "First call's start to last call's end."),
-             ("tokens_per_step", "tokens per call", "Mean tokens in a model call."),
-             ("preemptions", "preemptions", "")]
-
-
-def _on_clock(trace: Trace, clock: str) -> Trace:
-    return trace if clock == "ms" else step_clock(trace)
-
-
-def resim_table(runs: dict[str, Trace], clock: str = "calls") -> pd.DataFrame:
-    """Headline numbers of each run (sim.metrics.summary): on the model-call clock (step_clock)
-    or, clock="ms", on the log's own clock (every run in ms). One row per metric, one column per
-    run, then "<run> − <first>" for the others."""
-    rows = WALL_ROWS if clock == "ms" else RESIM_ROWS
-    sums = {k: run_summary(_on_clock(t, clock)) for k, t in runs.items()}
-    labels = list(runs)
-    out = pd.DataFrame({"metric": [w for _, w, _ in rows]})
-    for k in labels:
-        out[k] = [float(sums[k][m]) for m, _, _ in rows]
-    for k in labels[1:]:
-        out[f"{k} − {labels[0]}"] = out[k] - out[labels[0]]
-    return out
-
-
-def ttft_table(runs: dict[str, Trace], clock: str = "calls") -> pd.DataFrame:
-    """Per task: TTFT in model calls (or ms, clock="ms") in each run (tasks of the first run;
-    blank where a run lacks it)."""
-    labels = list(runs)
-    base = per_request(_on_clock(runs[labels[0]], clock)).set_index("request")
-    out = pd.DataFrame({"task": base.index.astype(str)})
-    for k in labels:
-        pr = per_request(_on_clock(runs[k], clock)).set_index("request")
-        out[f"TTFT · {k}"] = pr["ttft"].reindex(base.index).to_numpy(dtype=float)
-    return out

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figure, resim_table,
-                              slot_lanes_figure, task_table, ttft_table, uses_wall_time)
+from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figure, slot_lanes_figure, task_table,
+                              uses_wall_time)
 from sim.llamalog import llama_config, read_llama_log, workload_from_trace
-from sim.logresim import call_cost, has_call_times, resimulate
+from sim.logresim import call_cost, has_call_times, resim_table, resimulate, ttft_table
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
 from sim.trace import Trace
 from sim.workload import Workload

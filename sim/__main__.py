@@ -3,8 +3,9 @@
   trace WORKLOAD.json -o TRACE.jsonl   per-step JSONL in the vLLM oracle's format
   run WORKLOAD.json -o FILE.trace      the full Trace file (and a summary on stdout)
   lesson --json                        every lesson example's figures, computed by the core
-  llamalog SERVER.log [--json] [-o FILE.trace]
-                                       a llama-server -v log (.gz too): its batches and tasks
+  llamalog SERVER.log [--json] [-o FILE.trace] [--resim]
+                                       a llama-server -v log (.gz too): its batches and tasks;
+                                       --resim: its workload re-simulated beside it
 """
 from __future__ import annotations
 
@@ -57,6 +58,42 @@ def cmd_lesson(args) -> int:
     return 0
 
 
+def _llamalog_resim(trace, as_json: bool) -> int:
+    import math
+
+    from .llamalog import workload_from_trace
+    from .logresim import call_cost, has_call_times, resim_table, resimulate
+    try:
+        base = workload_from_trace(trace).config
+    except ValueError as e:
+        raise SystemExit(f"cannot re-simulate this log: {e}")
+    configs = {"simulated llama-server": dict(base), "simulated vLLM": {**base, "scheduler": "vllm"}}
+    wall = has_call_times(trace) and trace.steps["num_tokens"].gt(0).sum() >= 3
+    cost = call_cost(trace) if wall else None
+    try:
+        runs = resimulate(trace, configs, wall_clock=wall, cost=cost)
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(f"cannot re-simulate this log: {e}")
+    table = resim_table({"log": trace, **runs}, "ms" if wall else "calls")
+    rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            for r in table.to_dict("records")]
+    fit = cost.describe() if cost else None
+    if as_json:
+        print(json.dumps({"clock": "ms" if wall else "model calls", "cost": fit, "rows": rows}))
+        return 0
+    if fit:
+        print(f"cost of a call, fitted to {fit['fit']['samples']} calls: {fit['per_step']:.3g} ms + "
+              f"{fit['per_token']:.3g} ms/token + {fit['per_context_token'] * 1000:.3g} us/context token "
+              f"(R2 {fit['fit']['r2']:.3f})")
+    else:
+        print("the log has no timestamps: compared on the model-call clock")
+    cols = list(table.columns[:4])
+    print(f"{cols[0]:28s}" + "".join(f"{c:>24s}" for c in cols[1:]))
+    for r in rows:
+        print(f"{r['metric']:28s}" + "".join(f"{'-' if r[c] is None else format(r[c], ',.4g'):>24s}" for c in cols[1:]))
+    return 0
+
+
 def cmd_llamalog(args) -> int:
     from .llamalog import read_llama_log, summary
     progress = None
@@ -75,6 +112,8 @@ def cmd_llamalog(args) -> int:
     if args.out:
         trace.save(args.out)
     s = summary(trace)
+    if args.resim:
+        return _llamalog_resim(trace, args.json)
     if args.json:
         print(json.dumps(s))
     elif not args.out:
@@ -111,6 +150,10 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print the summary object as JSON")
     p.add_argument("-o", "--out", help="write the Trace file")
     p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
+    p.add_argument("--resim", action="store_true",
+                   help="re-simulate the log's workload as llama-server slots and as vLLM-style scheduling (the "
+                        "server's settings), in ms with a cost fitted to the log's calls when it has timestamps, "
+                        "else in model calls; print the comparison (JSON with --json)")
     p.set_defaults(fn=cmd_llamalog)
     args = ap.parse_args(argv)
     return args.fn(args)

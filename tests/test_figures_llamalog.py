@@ -11,6 +11,7 @@ import pytest
 
 import figures.llamalog as fl
 from plotly_util import decode
+from sim import logresim
 from sim.llamalog import read_llama_log, summary, workload_from_trace
 from sim.simulate import simulate
 
@@ -147,17 +148,17 @@ def test_call_tables(s1):
 def test_step_clock_and_resim_tables(s3):
     wl = workload_from_trace(s3)
     runs = {"log": s3, "llama": simulate(wl), "vllm": simulate(wl, {"scheduler": "vllm"})}
-    sc = fl.step_clock(s3)
+    sc = logresim.step_clock(s3)
     assert sc.time_unit == "model calls" and s3.time_unit == "ms"
     r = sc.requests
     assert np.allclose(r["first_token_time"] - r["arrival_time"],
                        (r["first_token_step"] - r["arrival_step"]).astype(float))
-    table = fl.resim_table(runs).set_index("metric")
+    table = logresim.resim_table(runs).set_index("metric")
     assert table.loc["model calls", "log"] == len(s3.steps)
     assert table.loc["model calls", "llama"] == len(runs["llama"].steps)
     assert table.loc["mean TTFT (calls)", "llama − log"] == pytest.approx(0)  # the simulator reproduces -nocb
     assert table.loc["mean TTFT (calls)", "vllm"] < table.loc["mean TTFT (calls)", "log"]
-    ttft = fl.ttft_table(runs)
+    ttft = logresim.ttft_table(runs)
     assert len(ttft) == len(s3.requests) and list(ttft.columns) == ["task", "TTFT · log", "TTFT · llama", "TTFT · vllm"]
 
 
@@ -200,4 +201,4 @@ def test_damaged_logs_still_draw():
         wl = workload_from_trace(tr)
         if wl.requests:
             runs = {"log": tr, "sim": simulate(wl)}
-            fl.comparison_figure(runs), fl.comparison_figure(runs, "lanes"), fl.resim_table(runs)
+            fl.comparison_figure(runs), fl.comparison_figure(runs, "lanes"), logresim.resim_table(runs)

@@ -75,3 +75,32 @@ def test_nonnegative_fit_pins_a_negative_constant():
     pinned = CalibratedCost.fit(samples, nonnegative=True)
     assert pinned.per_step == 0 and pinned.per_token > 0 and pinned.per_context_token >= 0
     assert pinned.fit_info["r2"] < free.fit_info["r2"]
+
+
+def test_cli_resim_prints_the_comparison():
+    """python -m sim llamalog LOG --resim --json: the same table the page shows, in ms for a log with
+    timestamps (with the fitted cost), in model calls for one without."""
+    import json
+    import subprocess
+    import sys
+
+    from sim.logresim import resim_table
+
+    root = FIX.parents[2]
+    log = FIX / TIMED[1]
+    out = subprocess.run([sys.executable, "-m", "sim", "llamalog", str(log), "--resim", "--json"], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["clock"] == "ms" and got["cost"]["fit"]["r2"] > 0.8
+    rows = {r["metric"]: r for r in got["rows"]}
+    tr = read_llama_log(log)
+    want = resim_table({"log": tr, **resimulate(tr, {"simulated llama-server": dict(workload_from_trace(tr).config)},
+                                                 wall_clock=True)}, "ms").set_index("metric")
+    assert rows["mean TTFT (ms)"]["simulated llama-server"] == pytest.approx(
+        want.loc["mean TTFT (ms)", "simulated llama-server"])
+    assert rows["model calls"]["log"] == len(tr.steps)
+    plain = subprocess.run([sys.executable, "-m", "sim", "llamalog",
+                            str(FIX / "34af94cd9" / "s6_stream_cancel_seed601.log"), "--resim"], cwd=root,
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "model-call clock" in plain.stdout and "mean TTFT (calls)" in plain.stdout
