@@ -94,10 +94,11 @@ def pages_from_app(app: Path = ROOT / "app.py") -> list[dict]:
 # Server
 # ---------------------------------------------------------------------------------------------
 
-# How a server starts: the README's command (serve.py: modules imported before the server listens);
-# BENCH_LAUNCH=streamlit: plain `streamlit run app.py` (the first visit imports them).
-LAUNCH = {ROOT: ["serve.py"] if os.environ.get("BENCH_LAUNCH", "serve") == "serve" else
-          ["-m", "streamlit", "run", "app.py"]}
+# How the dashboard starts: the README's command (serve.py: modules imported before the server
+# listens); BENCH_LAUNCH=streamlit: plain `streamlit run app.py` (the first visit imports them).
+# Other apps (the floor) always start with plain `streamlit run app.py`.
+PLAIN = ["-m", "streamlit", "run", "app.py"]
+DASHBOARD = ["serve.py"] if os.environ.get("BENCH_LAUNCH", "serve") == "serve" else PLAIN
 
 
 class Server:
@@ -111,7 +112,7 @@ class Server:
         self.log = tempfile.NamedTemporaryFile(prefix="bench-pages-", suffix=".log", delete=False)
         env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
         self.proc = subprocess.Popen(
-            [sys.executable, *LAUNCH.get(cwd, ["-m", "streamlit", "run", "app.py"]), "--server.headless", "true",
+            [sys.executable, *(DASHBOARD if cwd == ROOT else PLAIN), "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
             cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

@@ -397,15 +397,14 @@ elif ss["keep_ll_resim"]:
         sims = [k for k in runs if k != LOG_LABEL]
         m = table.set_index("metric")
         cols = st.columns(2 * len(sims))
-        unit = "ms" if wall else "calls"
-        ttft_row = f"mean TTFT ({unit})"
+        ttft_row = f"mean TTFT ({clock})"
         for i, label in enumerate(sims):
             dc = m.loc["model calls", label] - m.loc["model calls", LOG_LABEL]
             dt = m.loc[ttft_row, label] - m.loc[ttft_row, LOG_LABEL]
             cols[2 * i].metric(f"{label}: model calls", fmt(int(m.loc["model calls", label])),
                                **_delta(dc, "calls"))
-            cols[2 * i + 1].metric(f"{label}: mean TTFT", fmt(float(m.loc[ttft_row, label]), unit),
-                                   **_delta(dt, unit))
+            cols[2 * i + 1].metric(f"{label}: mean TTFT", fmt(float(m.loc[ttft_row, label]), clock),
+                                   **_delta(dt, clock))
         # only the open tab's chart is built and sent (one chart less to draw on a first visit)
         tab1, tab2 = st.tabs(["Batches", "Slot lanes"], key="ll_cmp_tab", on_change="rerun")
         with tab1:

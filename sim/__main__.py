@@ -62,14 +62,17 @@ def _llamalog_resim(trace, as_json: bool) -> int:
     import math
 
     from .llamalog import workload_from_trace
-    from .logresim import call_cost, has_call_times, resim_table, resimulate
+    from .logresim import call_cost, resim_table, resimulate
     try:
         base = workload_from_trace(trace).config
     except ValueError as e:
         raise SystemExit(f"cannot re-simulate this log: {e}")
     configs = {"simulated llama-server": dict(base), "simulated vLLM": {**base, "scheduler": "vllm"}}
-    wall = has_call_times(trace) and trace.steps["num_tokens"].gt(0).sum() >= 3
-    cost = call_cost(trace) if wall else None
+    try:
+        cost = call_cost(trace)
+    except ValueError:  # no timestamps, or too few calls to fit: the model-call clock
+        cost = None
+    wall = cost is not None
     try:
         runs = resimulate(trace, configs, wall_clock=wall, cost=cost)
     except (ValueError, RuntimeError) as e:
