@@ -160,20 +160,22 @@ def long_prompt_case(decoders: int, prompt_tokens: int, budget: int | None, arri
 
 def long_prompt_summary(trace: Trace, horizon: int) -> dict[str, Any]:
     """What :func:`decoders_with_long_prompt` reports, read off a run of :func:`long_prompt_case`."""
-    window = trace.steps[trace.steps["step"] <= horizon]
-    b = trace.batch
-    long_rows = b[b["request"] == "long"]
-    chunk_at = dict(zip(long_rows["step"].astype(int), long_rows["tokens"].astype(int)))
-    st, tok = window["step"].to_numpy(dtype=np.int64), window["num_tokens"].to_numpy(dtype=np.int64)
-    start, end = window["start"].to_numpy(dtype=float), window["end"].to_numpy(dtype=float)
-    steps = [{"step": int(s), "tokens": int(n), "chunk": chunk_at.get(int(s), 0), "cost": float(e - a),
-              "clock": float(e)} for s, n, a, e in zip(st, tok, start, end)]
-    d0 = b[(b["request"] == "d0") & b["sampled"].to_numpy(dtype=bool) & (b["step"] <= horizon)]
-    ends = trace.steps.set_index("step")["end"]
-    times = np.concatenate([[0.0], ends.reindex(d0["step"]).to_numpy()])
-    req = trace.requests.set_index("request").loc["long"]
-    return {"steps": steps, "prompt_steps": len(long_rows),
-            "first_token": float(req["first_token_time"] - req["arrival_time"]),
+    # plain arrays, not pandas indexing: a budget sweep calls this once per budget
+    s, b = trace.steps, trace.batch
+    st, tok = s["step"].to_numpy(dtype=np.int64), s["num_tokens"].to_numpy(dtype=np.int64)
+    start, end = s["start"].to_numpy(dtype=float), s["end"].to_numpy(dtype=float)
+    b_step, b_req = b["step"].to_numpy(dtype=np.int64), b["request"].to_numpy()
+    is_long = b_req == "long"
+    chunk_at = dict(zip(b_step[is_long].tolist(), b["tokens"].to_numpy(dtype=np.int64)[is_long].tolist()))
+    steps = [{"step": i, "tokens": n, "chunk": chunk_at.get(i, 0), "cost": e - a, "clock": e}
+             for i, n, a, e in zip(st.tolist(), tok.tolist(), start.tolist(), end.tolist()) if i <= horizon]
+    d0 = b_step[(b_req == "d0") & b["sampled"].to_numpy(dtype=bool) & (b_step <= horizon)]
+    end_of = dict(zip(st.tolist(), end.tolist()))
+    times = np.array([0.0] + [end_of.get(i, np.nan) for i in d0.tolist()])
+    r = trace.requests
+    k = int(np.flatnonzero(r["request"].to_numpy() == "long")[0])
+    first = float(r["first_token_time"].to_numpy(dtype=float)[k] - r["arrival_time"].to_numpy(dtype=float)[k])
+    return {"steps": steps, "prompt_steps": int(is_long.sum()), "first_token": first,
             "worst_gap": float(np.diff(times).max())}
 
 

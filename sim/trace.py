@@ -78,10 +78,17 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
         if v is None:
             v = [None] * n
         if t == "str":
-            col = pd.Series(v, dtype=object)
-            out[c] = col.where(col.notna(), "") if n else col
+            # unknown (None or NaN) is "", kept as object dtype (pandas 3 would infer its str dtype)
+            arr = np.empty(n, dtype=object)
+            arr[:] = v
+            unknown = pd.isna(arr)
+            if unknown.any():
+                arr[unknown] = ""
+            out[c] = pd.Series(arr, dtype=object, copy=False)
         elif t == "Int64":
-            out[c] = pd.array(np.asarray(v, dtype=np.float64) if n else np.zeros(0), dtype="Int64")
+            a = np.asarray(v, dtype=np.float64) if n else np.zeros(0)
+            missing = np.isnan(a)
+            out[c] = pd.arrays.IntegerArray(np.where(missing, 0, a).astype(np.int64), missing)
         elif t == "float64":
             out[c] = np.asarray(v, dtype=np.float64) if n else np.zeros(0)
         else:
