@@ -96,11 +96,18 @@ _SLOT_MSGS = [
 
 
 def _at_record_start(prefix: bytes) -> bytes:
-    """After the literal `prefix`: it must begin a record: at a line start, after a
-    timestamp/level prefix, after the chat parser's unterminated sentence, or after an ANSI reset."""
+    """After the literal `prefix`: it must begin a record: at a line start, after a level letter
+    (which starts the line when the prefix has no timestamp, follows the timestamp's space, an
+    ANSI colour code's `m` with --log-colors, or the chat parser's unterminated sentence), after
+    that sentence itself, or after an ANSI reset."""
     p = re.escape(prefix)
-    return (rb"(?:(?<=\n" + p + rb")|(?<= [IWEDT] " + p + rb")|(?<=parser\." + p + rb")|(?<=\x1b\[0m" + p
+    return (rb"(?:(?<=\n" + p + rb")|(?<=[\n m.][IWEDT] " + p + rb")|(?<=parser\." + p + rb")|(?<=\x1b\[0m" + p
             + rb"))")
+
+
+# llama_decode failures the server gives up on (n_batch 1 and still no room, bad batch, compute
+# error); builds from 2025-10 to 2026-06 print them in update_slots (`i = `), later ones in decode
+_DECODE_ERRORS = rb"Context size has been exceeded|Invalid input batch|Compute error"
 
 
 def _families(guarded: bool):
@@ -114,12 +121,12 @@ def _families(guarded: bool):
         rb"|(?P<dbatch>decoding batch, n_tokens = (?P<db_n>\d{1,15}))"
         rb"|(?P<runs>run slots completed)"
         rb"|(?P<ofail>failed to find free space in the KV cache, retrying with smaller batch size[^\n]*?, i = (?P<of_i>-?\d{1,15}), n_batch = (?P<of_b>\d{1,15}))"
-        rb"|(?P<ofull>failed to decode the batch(?P<of_msg>[^\n]*))"
+        rb"|(?P<ofull>(?:failed to decode the batch|" + _DECODE_ERRORS + rb")[^\n]*)"
         rb"|(?P<decerr>decode\(\) failed: (?P<de_msg>[^\n]*))"
         rb"|(?P<uother>))"
         rb"|      decode: (?:(?P<eff>n_batch \(effective\) = (?P<eff_b>\d{1,15}), off = (?P<eff_o>\d{1,15}))"
         rb"|(?P<nfail>failed to find free space in the KV cache, retrying with smaller batch size, off = (?P<nf_o>\d{1,15}), n_batch = (?P<nf_b>\d{1,15}))"
-        rb"|(?P<nctx>Context size has been exceeded[^\n]*)"
+        rb"|(?P<nctx>(?:" + _DECODE_ERRORS + rb")[^\n]*)"
         rb"|(?P<dother>))"
         rb"|  send_error: (?P<senderr>task id = (?P<se_t>\d{1,15}), error: (?P<se_msg>[^\n]*))"
         rb"|(?:        stop|cancel_tasks): (?P<cancel>cancel task, id_task = (?P<ca_t>\d{1,15}))"
@@ -137,7 +144,7 @@ _SLOT, _SRV, _QUE = _families(True)
 _LOOSE = _families(False)
 _GS = _SLOT.groupindex
 _G_DEC_N, _G_DEC_K, _G_TOK_N, _G_TOK_R = _GS["dec_n"], _GS["dec_k"], _GS["tok_n"], _GS["tok_r"]
-_G_SID, _G_TID = _GS["sid"], _GS["tid"]
+_G_SID, _G_TID, _G_DEC = _GS["sid"], _GS["tid"], _GS["dec"]
 
 # Rare lines that do not start with slot/srv/que: the build, the context parameters, libllama's
 # KV failures. Only tried on lines holding one of the gate substrings.
@@ -156,8 +163,10 @@ _IGNORED_SLOT = (
     b"prompt token", b"created context checkpoint", b"erased invalidated", b"restored context checkpoint",
     b"prompt processing, n_tokens", b"max possible draft", b"reusing chunk", b"n_past was set to",
     b"draft acceptance", b"new slot", b"cache state", b"\r", b"\n", b"restored", b"saved", b"checkpoint",
+    b"trying to reuse", b"after context reuse",
 )
-_IGNORED_SRV = (b"all slots are idle", b"run slots completed", b"posting", b"decoding batch")
+_IGNORED_SRV = (b"all slots are idle", b"run slots completed", b"posting", b"decoding batch",
+                b"no tokens to decode")
 _STOP_MAP = {b"by EOS": "stop", b"by limit": "limit", b"by time limit": "limit",
              b"by indentation limit": "limit", b"due to running out of context": "context"}
 
@@ -187,7 +196,7 @@ class _Task:
                  "ft_step", "ft_t", "fin_step", "fin_t", "prompt_len", "prompt_sent", "n_keep", "cached",
                  "max_tokens", "n_gen", "n_dec", "stop", "error", "cancelled", "launched", "finished",
                  "waiting", "pend_idx", "pend_x", "t_pn", "t_pms", "t_en", "t_ems", "fin_ev", "deferred",
-                 "truncated", "seen_order")
+                 "truncated", "seen_order", "pdone", "rel_n", "shifted")
 
     def __init__(self, key: str, task: int, run: int):
         self.key, self.task, self.run = key, task, run
@@ -206,6 +215,9 @@ class _Task:
         self.deferred = 0
         self.truncated = False
         self.seen_order = 0
+        self.pdone = False   # its prompt_done event was made
+        self.rel_n = None    # the slot's tokens at release (`stop processing`)
+        self.shifted = 0     # tokens dropped by context shifts; None when the prompt was cut
 
 
 class LlamaLogReader:
@@ -273,6 +285,8 @@ class LlamaLogReader:
         self.nocb_evidence = 0     # decode-only batches while a launched prompt waited (-nocb evidence)
         self.saw_tok = False
         self.saw_chunks = False
+        self.dec_after = None   # decode-token n_tokens (no `id=`) counts the token itself; None: not seen
+        self.chunk_sums: dict[str, int] = {}   # prompt tokens per task, for logs without model calls
         self.records = 0
         # events
         self.e_step: list[int] = []
@@ -450,6 +464,7 @@ class LlamaLogReader:
         self.runs.append(self._run_record())
         self.cfg = {}
         self.build = self.build_number = self.build_commit = None
+        self.dec_after = None   # the next run may be another build
         self.run += 1
         self.run_first_step = self.n_steps + 1
         if self.last_t is not None:
@@ -627,7 +642,19 @@ class LlamaLogReader:
         self.b_slot.append(slot)
         self.b_kind.append("decode")
         self.b_tok.append(1)
-        self.b_cb.append(n - 1 if m.group(_G_DEC_K) == b"past" else n)
+        # OLD's n_past counts the token just added; so does n_tokens in builds without `id=` (2025-10
+        # to 2026-04, by their source), while with `id=` it is the count before it. A task's first
+        # decode token, right after its prompt, shows which way a log without `id=` counts.
+        if m.group(_G_DEC_K) == b"past":
+            after = True
+        elif data.startswith(b"id=", m.start(_G_DEC) + 19):
+            after = False
+        else:
+            if self.dec_after is None and t.n_dec == 1 and t.prompt_len is not None \
+                    and 0 <= n - t.prompt_len <= 1:
+                self.dec_after = n > t.prompt_len
+            after = self.dec_after is not False
+        self.b_cb.append(n - 1 if after else n)
         self.b_samp.append(True)
         self.it_dec += 1
 
@@ -684,8 +711,14 @@ class LlamaLogReader:
             self.b_samp[i] = True
         if t.prompt_len is None:
             t.prompt_len = p
-        self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "prompt_done",
-                    f"{p} prompt tokens in the slot")
+        self._prompt_done(t, p, data, s)
+
+    def _prompt_done(self, t: _Task, p: int, data, s) -> None:
+        # builds of 2025-12 to 2026-05 print both `prompt done` and `init sampler`: one event
+        if not t.pdone:
+            t.pdone = True
+            self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "prompt_done",
+                        f"{p} prompt tokens in the slot")
 
     def _h_isamp(self, m, data, s):
         t = self._task(int(m.group(3)))
@@ -695,8 +728,7 @@ class LlamaLogReader:
         if i >= 0:
             self.b_samp[i] = True
         t.prompt_len = total
-        self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "prompt_done",
-                    f"{total} prompt tokens in the slot")
+        self._prompt_done(t, total, data, s)
 
     def _h_newp(self, m, data, s):
         t = self._task(int(m.group(3)))
@@ -725,6 +757,7 @@ class LlamaLogReader:
             self._resolve(t, n)
         if m.group("rel_t") != b"0":
             t.truncated = True
+        t.rel_n = n
         self._finish(t, self._ts(data, s), self.n_steps or None)
 
     def _h_launch(self, m, data, s):
@@ -767,6 +800,8 @@ class LlamaLogReader:
 
     def _h_cshift(self, m, data, s):
         t = self._task(int(m.group(3)))
+        if t.shifted is not None:
+            t.shifted += max(int(m.group("cs_d")), 0)
         self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "context_shift",
                     f"n_keep = {m.group('cs_k').decode()}, n_left = {m.group('cs_l').decode()}, "
                     f"n_discard = {m.group('cs_d').decode()}")
@@ -775,6 +810,7 @@ class LlamaLogReader:
         t = self._task(int(m.group(3)))
         n = int(m.group("tr_n"))
         t.truncated = True
+        t.shifted = None
         self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "truncate",
                     f"prompt of {t.prompt_sent if t.prompt_sent is not None else '?'} tokens cut to {n}")
         t.prompt_len = n
@@ -876,7 +912,7 @@ class LlamaLogReader:
         self._step_error(m.group("nctx").decode("utf-8", "replace").strip(), data, s)
 
     def _h_ofull(self, m, data, s):
-        self._step_error("failed to decode the batch" + m.group("of_msg").decode("utf-8", "replace"), data, s)
+        self._step_error(m.group("ofull").decode("utf-8", "replace").strip(), data, s)
 
     def _h_decerr(self, m, data, s):
         self._step_error(m.group("de_msg").decode("utf-8", "replace").strip(), data, s)
@@ -888,7 +924,8 @@ class LlamaLogReader:
             self._unparsed(data, s)
 
     def _h_dother(self, m, data, s):
-        self._unparsed(data, s)
+        if not data.startswith(b"no tokens to decode", m.end()):   # an empty call (NEW warns, nothing to add)
+            self._unparsed(data, s)
 
     def _h_senderr(self, m, data, s):
         t = self._task(int(m.group("se_t")))
@@ -950,10 +987,23 @@ class LlamaLogReader:
             rest = self.carry
             self.carry = b""
             if not self.skip_long:
-                self._warn("the last line has no line end: the log may be cut")
-                data = b"\n" + rest + b"\n"
+                # the carry may be whole lines held back with an OLD timing block: only a carry
+                # without a line end is a cut line
+                cut = not rest.endswith(b"\n")
+                if cut:
+                    self._warn("the last line has no line end: the log may be cut")
+                data = b"\n" + rest + (b"\n" if cut else b"")
                 self._scan(data, len(data))
-                self.nlines -= 1
+                self.nlines -= cut
+        if not self.n_steps and self.b_step:
+            # no model-call line in the whole log (-lv 4, or OLD without -v): no batch is known, but
+            # the prompt chunks still give each task's processed prompt tokens
+            for key, kind, tok in zip(self.b_req, self.b_kind, self.b_tok):
+                if kind == "prefill" and tok is not None:
+                    self.chunk_sums[key] = self.chunk_sums.get(key, 0) + tok
+            self.iter_pos = 0
+            self._abandon()
+            self.abandoned = 0
         if self.phase == 1 and len(self.b_step) > self.iter_pos:
             self._warn("the log ends while a batch was being built: that batch's lines were left out")
         self._close_iteration()
@@ -1053,7 +1103,8 @@ class LlamaLogReader:
             r = self._reason(t)
             reasons.append(r)
             never_ran = t.finished and not t.launched
-            if self.saw_tok:
+            # a task none of whose `next token` lines was read falls back to the server's count
+            if self.saw_tok and (t.n_gen or t.t_en is None):
                 g = t.n_gen if (t.launched or t.finished or t.n_gen or t.fs_step is not None) else None
             else:
                 g = t.t_en if t.t_en is not None else (0 if never_ran else None)
@@ -1062,6 +1113,8 @@ class LlamaLogReader:
                 self.e_detail[t.fin_ev] = r if g is None else f"{r}, {g} tokens generated"
             if t.key in prefill_by_req:
                 p = prefill_by_req[t.key]
+            elif t.key in self.chunk_sums:
+                p = self.chunk_sums[t.key]
             elif t.fs_step is not None:
                 p = None                    # its chunks' sizes were never stated
             elif never_ran or (self.saw_chunks and t.finished):
@@ -1069,7 +1122,13 @@ class LlamaLogReader:
             else:
                 p = t.t_pn
             proc.append(p)
-            cached.append(t.cached if t.cached is not None else (0 if never_ran else None))
+            c = t.cached if t.cached is not None else (0 if never_ran else None)
+            if c is None and None not in (t.rel_n, t.shifted, t.t_pn, t.t_en):
+                # no chunk lines (-lv 3): at release the slot holds the cached prefix, the processed
+                # prompt and every generated token but the last (never fed back), less what context
+                # shifts dropped
+                c = t.rel_n + t.shifted - t.t_pn - max(t.t_en - 1, 0)
+            cached.append(c)
         # unfinished tasks: nothing is known about their end
         for t in kept:
             if not t.finished:

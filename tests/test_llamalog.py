@@ -431,7 +431,7 @@ def test_unknown_build_degrades_and_reports():
         "srv  update_slots: decoding batch, n_tokens = 300",
         "slot process_toke: id  0 | task 3 | n_decoded = 1, n_remaining = 4, next token:   450 'x'",
         "srv  update_slots: posting NEXT_RESPONSE",
-        "slot update_slots: id  0 | task 3 | slot decode token, n_ctx = 4096, n_tokens = 300, truncated = 0",
+        "slot update_slots: id  0 | task 3 | slot decode token, n_ctx = 4096, n_tokens = 301, truncated = 0",
         "srv  update_slots: decoding batch, n_tokens = 1",
         "srv  update_slots: frobnicating the batch",
         "",
