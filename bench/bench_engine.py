@@ -5,6 +5,7 @@
   python bench/bench_engine.py --model m100    # the ~125M preset (slow on a small CPU)
   python bench/bench_engine.py --only e2e      # or: steps, attention
   python bench/bench_engine.py --device cuda --dtype bfloat16 --hardware h200   # on a GPU
+  python bench/bench_engine.py --device cuda --dtype bfloat16 --attention flex  # FlexAttention backend
 
 End to end: 64 requests, prompts uniform 16-128 tokens, greedy, EOS ignored, batch 16 for both.
 - longtail: output lengths lognormal (median 24, sigma 1.0, at most 384);
@@ -34,6 +35,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from engine import EngineConfig, LLMEngine  # noqa: E402
 from engine.attention import Workspace, paged_attention, plan_attention  # noqa: E402
+from engine.attention_flex import FlexBatch, flex_attention_step  # noqa: E402
 from engine.device import setup_threads, synchronize  # noqa: E402
 from engine.kv_cache import PagedKVCache  # noqa: E402
 from engine.runner import ModelRunner  # noqa: E402
@@ -133,7 +135,8 @@ def e2e(engine: LLMEngine, repeat: int) -> list[dict]:
     return rows
 
 
-def step_times(engine: LLMEngine, ctx: int = 256, repeat: int = 5, hardware: str | None = None) -> list[dict]:
+def step_times(engine: LLMEngine, ctx: int = 256, repeat: int = 5, hardware: str | None = None,
+               attention: str = "gather") -> list[dict]:
     """Decode-only step time (forward + sampling) vs batch size at a context of `ctx` tokens;
     with `hardware` (a sim.cost preset), also the memory-bandwidth roofline of the same step: the
     weights once plus every sequence's KV cache, read at the preset's bandwidth."""
@@ -147,7 +150,7 @@ def step_times(engine: LLMEngine, ctx: int = 256, repeat: int = 5, hardware: str
         from sim.cost import HARDWARE
         bw = HARDWARE[hardware].bandwidth
     for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-        runner = ModelRunner(model, num_blocks=b * nb + 1, block_size=bs)
+        runner = ModelRunner(model, num_blocks=b * nb + 1, block_size=bs, attention=attention)
         perm = torch.randperm(b * nb, generator=torch.Generator().manual_seed(b)) + 1  # scattered blocks
         ents = []
         for i in range(b):
@@ -163,7 +166,8 @@ def step_times(engine: LLMEngine, ctx: int = 256, repeat: int = 5, hardware: str
             t0 = time.perf_counter()
             runner.execute(plan, lambda s: greedy)
             best = min(best, time.perf_counter() - t0)
-        row = {"batch": b, "ctx": ctx, "step_ms": round(best * 1000, 3), "tok_s": round(b / best, 1)}
+        row = {"batch": b, "ctx": ctx, "attention": runner.attention, "step_ms": round(best * 1000, 3),
+               "tok_s": round(b / best, 1)}
         if bw:
             read = model.config.num_params * elem + b * (ctx + 1) * model.config.kv_bytes_per_token(elem)
             row["roofline_ms"] = round(read / bw * 1000, 4)
@@ -173,9 +177,10 @@ def step_times(engine: LLMEngine, ctx: int = 256, repeat: int = 5, hardware: str
     return rows
 
 
-def attention_cost(engine: LLMEngine, repeat: int = 10) -> list[dict]:
+def attention_cost(engine: LLMEngine, repeat: int = 10, flex: bool = False) -> list[dict]:
     """One layer's decode attention: paged (gather into the workspace + masked SDPA) against a
-    contiguous per-request cache [B, Hkv, ctx, D] (gpt-fast style) with the same mask."""
+    contiguous per-request cache [B, Hkv, ctx, D] (gpt-fast style) with the same mask; with
+    `flex`, also FlexAttention reading the block table in place (its block mask built once)."""
     c = engine.model.config
     dev, dt = engine.device, engine.dtype
     rows = []
@@ -200,8 +205,12 @@ def attention_cost(engine: LLMEngine, repeat: int = 10) -> list[dict]:
         def contiguous():
             F.scaled_dot_product_attention(q[:, :, None], kc, vc, attn_mask=mask, enable_gqa=True)
 
+        fns = [("paged", paged), ("contiguous", contiguous)]
+        if flex:
+            fb = FlexBatch([1] * b, [n - 1 for n in ctx_lens], tables, bs, cache.num_blocks, dev)
+            fns.append(("flex", lambda: flex_attention_step(q, cache, 0, fb)))
         res = {}
-        for name, fn in (("paged", paged), ("contiguous", contiguous)):
+        for name, fn in fns:
             fn()
             best = float("inf")
             for _ in range(repeat):
@@ -212,7 +221,9 @@ def attention_cost(engine: LLMEngine, repeat: int = 10) -> list[dict]:
                 best = min(best, time.perf_counter() - t0)
             res[name] = best * 1000
         rows.append({"batch": b, "ctx": ctx, "paged_ms": round(res["paged"], 3),
-                     "contiguous_ms": round(res["contiguous"], 3), "ratio": round(res["paged"] / res["contiguous"], 2)})
+                     "contiguous_ms": round(res["contiguous"], 3), "ratio": round(res["paged"] / res["contiguous"], 2),
+                     **({"flex_ms": round(res["flex"], 3), "flex_vs_paged": round(res["flex"] / res["paged"], 2)}
+                        if flex else {})})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -253,24 +264,31 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
     ap.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, float64, auto")
+    ap.add_argument("--attention", default="gather", choices=("gather", "flex"),
+                    help="the engine's attention backend (flex: FlexAttention, after its self-test)")
     ap.add_argument("--hardware", help="a sim.cost hardware preset (e.g. h200): add its memory-bandwidth "
                                        "roofline to the step-time curve")
     args = ap.parse_args(argv)
     threads = setup_threads(0)
-    engine = LLMEngine(EngineConfig(model=args.model, device=args.device, dtype=args.dtype), SCHED)
+    engine = LLMEngine(EngineConfig(model=args.model, device=args.device, dtype=args.dtype,
+                                    attention=args.attention), SCHED)
     c = engine.model.config
     where = torch.cuda.get_device_name(engine.device) if engine.device.type == "cuda" else "cpu"
     print(f"# model {args.model}: {c.num_params / 1e6:.1f}M parameters, {c.num_layers} layers, hidden "
           f"{c.hidden_size}, vocab {c.vocab_size}; {where} {str(engine.dtype).replace('torch.', '')}, "
           f"{threads} thread(s)", flush=True)
+    runner = engine.runner
+    if args.attention != "gather":
+        print(f"# attention {runner.attention}: {runner.attention_check}", flush=True)
     out = {"model": args.model, "params": c.num_params, "threads": threads, "device": where,
-           "dtype": str(engine.dtype).replace("torch.", "")}
+           "dtype": str(engine.dtype).replace("torch.", ""), "attention": runner.attention,
+           "attention_check": runner.attention_check}
     if args.only in (None, "e2e"):
         out["e2e"] = e2e(engine, args.repeat)
     if args.only in (None, "steps"):
-        out["step_time_vs_batch"] = step_times(engine, hardware=args.hardware)
+        out["step_time_vs_batch"] = step_times(engine, hardware=args.hardware, attention=args.attention)
     if args.only in (None, "attention"):
-        out["paged_vs_contiguous"] = attention_cost(engine)
+        out["paged_vs_contiguous"] = attention_cost(engine, flex=args.attention == "flex")
         out["mixed_step_attention"] = mixed_split_cost(engine)
     if args.json:
         with open(args.json, "w") as f:

@@ -20,6 +20,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--attention", default="gather", choices=("gather", "flex"),
+                   help="flex: FlexAttention on the block table (compiled on CUDA), after its self-test")
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--config", help="JSON object of scheduler config overrides")
     p.add_argument("--tokens", help="write the generated token ids (JSON) here")
@@ -34,7 +36,7 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"cannot read workload {args.workload}: {e}")
     eng = LLMEngine(EngineConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
-                                 ignore_eos=args.ignore_eos))
+                                 ignore_eos=args.ignore_eos, attention=args.attention))
     try:
         res = eng.run(wl, json.loads(args.config) if args.config else None)
     except ValueError as e:

@@ -47,10 +47,6 @@ def plan_attention(q_lens: list[int], starts: list[int], tables: list[list[int]]
     starts: position of each request's first new token (tokens computed before); tables: each
     request's block ids (enough for starts + q_lens tokens). split=False makes the whole batch
     one padded SDPA call (for comparison: bench/bench_engine.py)."""
-    slots: list[int] = []
-    for n, s, table in zip(q_lens, starts, tables):
-        for p in range(s, s + n):
-            slots.append(table[p // block_size] * block_size + p % block_size)
     groups, first, i, n_req = [], 0, 0, len(q_lens)
     while i < n_req:  # runs of decode (q_len 1) and chunk (q_len > 1) requests
         decode = q_lens[i] == 1
@@ -60,7 +56,17 @@ def plan_attention(q_lens: list[int], starts: list[int], tables: list[list[int]]
         groups.append(_group(q_lens[i:j], starts[i:j], tables[i:j], first, block_size, device))
         first += sum(q_lens[i:j])
         i = j
-    return AttnBatch(torch.tensor(slots, dtype=torch.long, device=device), groups, first)
+    return AttnBatch(slot_mapping(q_lens, starts, tables, block_size, device), groups, first)
+
+
+def slot_mapping(q_lens: list[int], starts: list[int], tables: list[list[int]], block_size: int,
+                 device: torch.device) -> torch.Tensor:
+    """Where each new token's K/V is stored: block * block_size + offset, in flat order."""
+    slots: list[int] = []
+    for n, s, table in zip(q_lens, starts, tables):
+        for p in range(s, s + n):
+            slots.append(table[p // block_size] * block_size + p % block_size)
+    return torch.tensor(slots, dtype=torch.long, device=device)
 
 
 def _group(q_lens, starts, tables, first, bs, device) -> Group:

@@ -109,6 +109,9 @@ class EngineConfig:
     dtype: str = "auto"  # auto: float32 on cpu, bfloat16 on cuda (float16 where bf16 is missing)
     threads: int = 0  # torch threads on cpu; 0 = 1 on machines with <= 2 cores, else torch's default
     ignore_eos: bool = False
+    # gather: copy each request's blocks, then SDPA; flex: FlexAttention reading the block table in
+    # place (compiled on CUDA), used only if its self-test agrees with gather at start
+    attention: str = "gather"
     temperature: float = 0.0  # default sampling (0 = greedy); requests may bring their own
     top_k: int = 0
     top_p: float = 1.0

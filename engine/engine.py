@@ -95,9 +95,10 @@ class LLMEngine:
         self.sched_cfg, self.scheduler_name, self.max_model_len = cfg, scheduler_name, mml
         self.sched = SCHEDULERS[scheduler_name](cfg, mml)
         self.sched.keep_tokens = True  # the model needs every token id
-        if self.runner is None or not self.runner.fits(cfg.num_gpu_blocks, cfg.block_size):
+        attention = self.config.attention
+        if self.runner is None or not self.runner.fits(cfg.num_gpu_blocks, cfg.block_size, attention):
             self.runner = None  # free the old pool first
-            self.runner = ModelRunner(self.model, cfg.num_gpu_blocks, cfg.block_size)
+            self.runner = ModelRunner(self.model, cfg.num_gpu_blocks, cfg.block_size, attention)
         self.runner.cache.host.clear()
         self.rec = Recorder(cfg.enable_prefix_caching, extra_step_columns=PHASE_COLUMNS)
         self.requests: list[Request] = []
@@ -209,7 +210,9 @@ class LLMEngine:
         meta = {"source": "engine", "time_unit": "ms", "cost_model": None, "workload": name,
                 "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""),
                 "threads": self.threads, "model": self.model.config.to_dict(),
-                "model_params": self.model.config.num_params, "engine": c.to_dict()}
+                "model_params": self.model.config.num_params, "engine": c.to_dict(),
+                "attention": self.runner.attention if self.runner else None,
+                "attention_check": self.runner.attention_check if self.runner else ""}
         return self.rec.build(self.requests, self.sched_cfg, self.scheduler_name, self.sched.pool, meta)
 
     def run(self, workload: Workload, config: dict | SchedulerConfig | None = None,

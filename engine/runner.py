@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 
 from .attention import AttnBatch, Workspace, paged_attend, plan_attention
+from .attention_flex import FlexBatch, flex_attend, self_test
 from .device import PhaseTimer, synchronize
 from .kv_cache import PagedKVCache
 from .model import CausalLM
@@ -26,13 +27,16 @@ from .sampling import SamplingParams, sample
 class Prepared:
     input_ids: torch.Tensor
     positions: torch.Tensor
-    attn: AttnBatch
+    attn: AttnBatch | FlexBatch
     logits_rows: torch.Tensor
     samplers: list  # the Seq of each sampled row
 
 
+ATTENTION_BACKENDS = ("gather", "flex")
+
+
 class ModelRunner:
-    def __init__(self, model: CausalLM, num_blocks: int, block_size: int):
+    def __init__(self, model: CausalLM, num_blocks: int, block_size: int, attention: str = "gather"):
         self.model = model
         p = next(model.parameters())
         self.device, self.dtype = p.device, p.dtype
@@ -42,9 +46,18 @@ class ModelRunner:
         self.cache = PagedKVCache(c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, self.dtype,
                                   self.device)
         self.ws = Workspace()
+        if attention not in ATTENTION_BACKENDS:
+            raise ValueError(f"unknown attention backend {attention!r}; known: {', '.join(ATTENTION_BACKENDS)}")
+        self.requested = attention
+        self.attention, self.attention_check = "gather", ""
+        if attention == "flex":  # only once it agrees with the gather path on this pool's geometry
+            ok, found = self_test(self.cache, c.num_heads)
+            self.attention = "flex" if ok else "gather"
+            self.attention_check = found if ok else f"{found}: the gather path is used"
 
-    def fits(self, num_blocks: int, block_size: int) -> bool:
-        return self.cache.num_blocks == num_blocks and self.cache.block_size == block_size
+    def fits(self, num_blocks: int, block_size: int, attention: str = "gather") -> bool:
+        return (self.cache.num_blocks == num_blocks and self.cache.block_size == block_size
+                and self.requested == attention)
 
     def swap(self, plan) -> int:
         moved = 0
@@ -78,12 +91,18 @@ class ModelRunner:
         input_ids = torch.tensor(ids, dtype=torch.long, device=dev)
         if max(ids) >= self.vocab:  # workload ids drawn for a larger vocabulary: fold them in
             input_ids.remainder_(self.vocab)
-        attn = plan_attention(q_lens, starts, tables, self.cache.block_size, dev)
+        if self.attention == "flex":
+            attn = FlexBatch(q_lens, starts, tables, self.cache.block_size, self.cache.num_blocks, dev)
+        else:
+            attn = plan_attention(q_lens, starts, tables, self.cache.block_size, dev)
         return Prepared(input_ids, torch.tensor(positions, dtype=torch.long, device=dev), attn,
                         torch.tensor(rows, dtype=torch.long, device=dev), samplers)
 
     def forward(self, prep: Prepared) -> torch.Tensor:
-        attend = paged_attend(self.cache, prep.attn, self.ws)
+        if isinstance(prep.attn, FlexBatch):
+            attend = flex_attend(self.cache, prep.attn)
+        else:
+            attend = paged_attend(self.cache, prep.attn, self.ws)
         return self.model(prep.input_ids, prep.positions, attend, prep.logits_rows)
 
     def execute(self, plan, sampling_of: Callable[[object], SamplingParams],

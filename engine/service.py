@@ -112,7 +112,8 @@ class EngineService:
                 "model": e.model.config.to_dict(), "model_params": e.model.config.num_params,
                 "scheduler": e.sched_cfg.to_dict(), "max_model_len": e.max_model_len,
                 "num_blocks": e.sched_cfg.num_gpu_blocks, "block_size": e.sched_cfg.block_size,
-                "kv_bytes": e.runner.cache.nbytes})
+                "kv_bytes": e.runner.cache.nbytes, "attention": e.runner.attention,
+                "attention_check": e.runner.attention_check})
             self._inbox = queue.Queue()
             self._stop.clear()
             self._thread = threading.Thread(target=self._work, name="engine-worker", daemon=True)

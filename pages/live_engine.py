@@ -70,6 +70,7 @@ SID = ss.setdefault("le_session", uuid.uuid4().hex[:10])  # this browser tab
 
 S = PageSettings("le", [
     Setting("keep_le_model", "tiny", str, choices=tuple(MODEL_LABELS)),
+    Setting("keep_le_attention", "gather", str, choices=("gather", "flex")),
     *(Setting(key, default, int, bounds=BOUNDS[key]) for key, default in
       (("keep_le_blocks", 64), ("keep_le_block_size", 16), ("keep_le_budget", 128), ("keep_le_max_seqs", 8))),
     Setting("keep_le_policy", "fcfs", str, choices=tuple(POLICIES)),
@@ -106,6 +107,11 @@ with st.sidebar:
                  help="A Llama-shaped decoder in plain PyTorch with seeded random weights; nothing is "
                       "downloaded. The tokens it writes are meaningless, but its tensors, KV cache and "
                       "step times are real.")
+    if AUTO_DEVICE == "cuda":  # on a CPU FlexAttention is only its slow eager reference
+        st.selectbox("Attention", ["gather", "flex"], key="keep_le_attention",
+                     format_func={"gather": "gather blocks + SDPA", "flex": "FlexAttention on the block table"}.get,
+                     help="flex reads each request's blocks where they lie (compiled, so the first start "
+                          "takes a while) and is used only if its self-test agrees with the gather path.")
     st.header("Scheduler")
     c1, c2 = st.columns(2)
     c1.number_input("Token budget / step", *BOUNDS["keep_le_budget"], step=8, key="keep_le_budget",
@@ -160,7 +166,8 @@ def start() -> None:
         ss["le_msg"] = ("error", "Another session took the wheel first; you are watching.")
         return
     try:
-        svc.start(SID, EngineConfig(model=ss["keep_le_model"]), sched_config())
+        attention = ss["keep_le_attention"] if AUTO_DEVICE == "cuda" else "gather"
+        svc.start(SID, EngineConfig(model=ss["keep_le_model"], attention=attention), sched_config())
     except (ValueError, RuntimeError, MemoryError) as e:
         svc.release(SID)
         ss["le_msg"] = ("error", f"The engine could not start: {e}")
@@ -220,6 +227,8 @@ info = live.info
 device = info.get("device") or AUTO_DEVICE or "not known yet (PyTorch is loading)"
 where = (f"**{device}**, {info['dtype']}, {info['threads']} thread(s), {info['model_params'] / 1e6:.0f}M parameters"
          if info else f"**{device}** (float32 on the CPU, bf16 on CUDA)")
+if info.get("attention") == "flex" or info.get("attention_check"):
+    where += f", attention {info['attention']} ({info['attention_check']})"
 state = ":green-badge[running]" if running else (":gray-badge[stopped]" if live.run else ":gray-badge[not started]")
 role = ("you drive" if me else "another session drives; you watch" if other else "nobody drives")
 st.markdown(f"{state} · device {where} · {role}")

@@ -1,0 +1,150 @@
+"""Paged attention that reads the block table in place: PyTorch's FlexAttention over the whole KV
+pool, with a mask that maps each pool position back to the request and logical position it holds.
+
+The gather path (attention.py) copies every request's blocks into a workspace before SDPA reads
+them again: on a GPU, decode steps spend their time moving KV bytes, and that copy moves them
+twice more. Here the step's T query tokens attend to the pool itself, seen as one sequence of
+num_blocks * block_size keys; query token i (request r, position p) may see pool slot
+b * block_size + o when block b is the j-th block of r's table and j * block_size + o <= p.
+FlexAttention skips key tiles the mask rules out whole, so a query reads only its own blocks.
+
+This backend is optional and only used after `self_test` agrees with the gather path on the
+real pool's geometry. On CUDA the attention is compiled (torch.compile); elsewhere it runs
+FlexAttention's eager reference (slow: it scores the whole pool), which the tests use to check
+the mask against a float64 dense reference.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from .attention import Workspace, paged_attention, plan_attention, slot_mapping
+from .kv_cache import PagedKVCache
+
+_compiled = None
+
+
+def _flex():
+    """FlexAttention, compiled on first use when a GPU runs it (imported late: torch.compile
+    machinery is heavy and only this backend needs it)."""
+    from torch.nn.attention.flex_attention import flex_attention
+    return flex_attention
+
+
+def _kernel(device: torch.device):
+    global _compiled
+    if device.type != "cuda":
+        return _flex()
+    if _compiled is None:
+        _compiled = torch.compile(_flex(), dynamic=True)
+    return _compiled
+
+
+class FlexBatch:
+    """Per-step metadata, shared by every layer: the slot mapping and the block mask."""
+
+    def __init__(self, q_lens: list[int], starts: list[int], tables: list[list[int]], block_size: int,
+                 num_blocks: int, device: torch.device):
+        self.slots = slot_mapping(q_lens, starts, tables, block_size, device)
+        self.num_tokens = sum(q_lens)
+        bs = block_size
+        req = torch.repeat_interleave(torch.arange(len(q_lens), device=device),
+                                      torch.tensor(q_lens, device=device))
+        pos = torch.cat([torch.arange(s, s + n, device=device) for s, n in zip(starts, q_lens)])
+        # logical index of each pool block in each request's table; -1: not the request's
+        logical = torch.full((len(q_lens), num_blocks), -1, dtype=torch.int32, device=device)
+        for r, (n, s, table) in enumerate(zip(q_lens, starts, tables)):
+            used = -(-(s + n) // bs)
+            logical[r, torch.tensor(table[:used], dtype=torch.long, device=device)] = \
+                torch.arange(used, dtype=torch.int32, device=device)
+
+        def visible(b, h, q, kv):
+            j = logical[req[q], kv // bs]
+            return (j >= 0) & (j * bs + kv % bs <= pos[q])
+
+        self.block_mask = _block_mask(q_lens, [t[:-(-(s + n) // bs)] for n, s, t in zip(q_lens, starts, tables)],
+                                      bs, num_blocks * bs, visible, device)
+
+
+TILE = 128  # FlexAttention's default tile: 128 query rows x 128 keys
+
+
+def _block_mask(q_lens: list[int], used: list[list[int]], bs: int, kv_len: int, visible, device):
+    """The BlockMask, from the block tables: a query tile reads the key tiles that hold blocks of
+    its requests (visible() sorts out the rest inside each tile). create_block_mask would find
+    the same tiles by evaluating visible() over every (query, key) pair, each step."""
+    from torch.nn.attention.flex_attention import BlockMask
+    q_len = sum(q_lens)
+    nq, nk = -(-q_len // TILE), -(-kv_len // TILE)
+    qt, kt, first = [], [], 0
+    for n, blocks in zip(q_lens, used):
+        tiles = sorted({b * bs // TILE for b in blocks} | {(b * bs + bs - 1) // TILE for b in blocks})
+        for i in range(first // TILE, (first + n - 1) // TILE + 1):
+            qt.extend([i] * len(tiles))
+            kt.extend(tiles)
+        first += n
+    hit = torch.zeros(nq, nk, dtype=torch.bool, device=device)
+    hit[torch.tensor(qt, device=device), torch.tensor(kt, device=device)] = True
+    counts = hit.sum(1, dtype=torch.int32)
+    order = torch.argsort((~hit).to(torch.int8), dim=1, stable=True).to(torch.int32)  # the tiles read first
+    return BlockMask.from_kv_blocks(counts[None, None], order[None, None], BLOCK_SIZE=TILE, mask_mod=visible,
+                                    seq_lengths=(q_len, kv_len), compute_q_blocks=False)
+
+
+def flex_attention_step(q: torch.Tensor, cache: PagedKVCache, layer: int, batch: FlexBatch,
+                        scale: float | None = None) -> torch.Tensor:
+    """q [T, H, D] (K/V of the step's tokens already stored) -> out [T, H, D]."""
+    t, h, d = q.shape
+    n = cache.num_blocks * cache.block_size
+    k = cache.k[layer].view(1, n, cache.num_kv_heads, d).transpose(1, 2)
+    v = cache.v[layer].view(1, n, cache.num_kv_heads, d).transpose(1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = _kernel(q.device)(q.transpose(0, 1).unsqueeze(0), k, v, block_mask=batch.block_mask,
+                                scale=d ** -0.5 if scale is None else scale, enable_gqa=True)
+    return out[0].transpose(0, 1)
+
+
+def flex_attend(cache: PagedKVCache, batch: FlexBatch):
+    """The model's `attend(layer, q, k, v)` for one step (the gather path's paged_attend's twin)."""
+    def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        cache.store(layer, k, v, batch.slots)
+        return flex_attention_step(q, cache, layer, batch)
+    return attend
+
+
+# tolerances for the self-test: max |flex - gather| over outputs of unit-scale values (a wrong mask
+# is off by 0.1-1; float32 allows for TF32 dot products in a GPU kernel)
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 5e-3, torch.bfloat16: 4e-2}
+
+
+def self_test(cache: PagedKVCache, num_heads: int, seed: int = 0) -> tuple[bool, str]:
+    """Run a mixed step (decodes over scattered blocks, a chunk with a partial last block, a new
+    prompt) through both paths on layer 0 of `cache` and compare. Writes random K/V into some of
+    its blocks: call it on a pool no request holds yet. Returns (agrees, what was found)."""
+    bs, nb = cache.block_size, cache.num_blocks
+    g = torch.Generator().manual_seed(seed)
+    need = [-(-41 // bs), -(-(17 + 20) // bs), -(-5 // bs), -(-(bs * 2 + 1) // bs)]
+    if sum(need) > nb - 1:
+        return False, f"the pool has too few blocks ({nb}) for the self-test"
+    order = (torch.randperm(nb - 1, generator=g) + 1).tolist()  # never the null block 0
+    tables, at = [], 0
+    for k in need:
+        tables.append(order[at:at + k])
+        at += k
+    q_lens, starts = [1, 1, 20, 5], [40, bs * 2, 17, 0]
+    tables = [tables[0], tables[3], tables[1], tables[2]]  # decodes first, as the runner lays them out
+    dev, dt = cache.device, cache.dtype
+    t, hkv, d = sum(q_lens), cache.num_kv_heads, cache.head_dim
+    cache.k[0].copy_(torch.randn(cache.k[0].shape, generator=g).to(dev, dt))
+    cache.v[0].copy_(torch.randn(cache.v[0].shape, generator=g).to(dev, dt))
+    q = torch.randn(t, num_heads, d, generator=g).to(dev, dt)
+    try:
+        want = paged_attention(q, cache, 0, plan_attention(q_lens, starts, tables, bs, dev), Workspace())
+        got = flex_attention_step(q, cache, 0, FlexBatch(q_lens, starts, tables, bs, nb, dev))
+    except Exception as e:  # noqa: BLE001 - a backend that cannot run is reported, not raised
+        return False, f"FlexAttention failed: {type(e).__name__}: {str(e)[:200]}"
+    err = (got.double() - want.double()).abs().max().item()
+    tol = TOLERANCE.get(dt, 4e-2)
+    return err <= tol, f"max |flex - gather| = {err:.2e} (tolerance {tol:.0e}, {str(dt).replace('torch.', '')})"
