@@ -1226,9 +1226,9 @@ class LlamaLogReader:
             return "error"
         if t.cancelled:
             return "cancelled"
-        if t.t_pn is not None or t.t_en is not None:
+        if (t.t_pn is not None or t.t_en is not None) and self.saw_tok:
             return "stop"  # a normal end without a limit/EOS/context line: a stop word
-        return "unknown"
+        return "unknown"  # (stop lines are DEBUG, like `next token`: a log without those cannot tell)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -161,11 +161,13 @@ def test_builds_between_rebuild_the_same_batches(name, fn, log, tmp_path):
 @pytest.mark.parametrize("name, fn, log", cases(SPARSE))
 def test_lower_verbosity_keeps_the_servers_counts(name, fn, log, tmp_path):
     """No model-call lines: no batch is rebuilt (none is invented), a warning says why, and the
-    per-task counts still equal the server's (finish reasons are DEBUG lines: not checked)."""
+    per-task counts still equal the server's. The stop lines are DEBUG too: no task may claim
+    a stop word or a limit the log cannot show."""
     tr = read_llama_log(rewritten(tmp_path, fn, log))
     assert len(tr.steps) == 0 and len(tr.batch) == 0
     assert any("no model-call lines" in w for w in tr.meta["warnings"])
     tasks = summary(tr)["tasks"]
+    assert not {t["finish"] for t in tasks} & {"stop", "limit"}
     timings = [tm for r in manifest_of(log)["requests"] if (tm := (r.get("response") or {}).get("timings"))]
     got = collections.Counter((t["prompt_tokens"], t["generated_tokens"]) for t in tasks)
     want = collections.Counter((tm["prompt_n"], tm["predicted_n"]) for tm in timings)

@@ -229,7 +229,7 @@ def test_new_build_at_trace_level_keeps_prompt_counts():
     ]]
     tr = read_llama_log(styled(recs, "ts"))
     assert task_row(tr, 0) == {"task": 0, "slot": 0, "prompt_tokens": 299, "cached_tokens": 1,
-                               "generated_tokens": 5, "finish": "stop"}
+                               "generated_tokens": 5, "finish": "unknown"}
     assert len(tr.steps) == 0 and len(tr.batch) == 0
     assert len(tr.meta["warnings"]) == 1 and "no model-call lines" in tr.meta["warnings"][0]
 
@@ -254,7 +254,7 @@ def test_old_build_without_v_keeps_prompt_counts():
     ])
     tr = read_llama_log(log)
     assert task_row(tr, 0) == {"task": 0, "slot": 0, "prompt_tokens": 300, "cached_tokens": 0,
-                               "generated_tokens": 5, "finish": "stop"}
+                               "generated_tokens": 5, "finish": "unknown"}
     assert len(tr.steps) == 0 and len(tr.batch) == 0
 
 
