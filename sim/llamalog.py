@@ -157,6 +157,11 @@ _SEC = re.compile(
 _SEC_GATES = (b"build", b"llama_")
 _START = operator.methodcaller("start")
 _TS = re.compile(rb"(\d{1,6})\.(\d\d)\.(\d\d\d)\.(\d\d\d) [A-Z] \Z")
+def _prefix_ms(m) -> float:
+    return (int(m.group(1)) * 60 + int(m.group(2))) * 1000.0 + int(m.group(3)) + int(m.group(4)) * 0.001
+
+
+_TS_COLOURED = re.compile(rb"(\d{1,6})\.(\d\d)\.(\d\d\d)\.(\d\d\d)\x1b\[0m \x1b\[3\dm[A-Z] (?:\x1b\[0m)?\Z")
 _IGNORED_SLOT = (
     b"selected slot", b"- ", b"sampler chain", b"sampler params", b"saving idle slot", b"__TEST_TAG",
     b"clearing prompt", b"main/do_checkpoint", b"graphs reused", b"total time", b"n_gen =", b"n_decoded =",
@@ -402,20 +407,29 @@ class LlamaLogReader:
 
     def _ts(self, data: bytes, s: int):
         """Milliseconds since the logger started, from the `M.SS.mmm.uuu L ` prefix before s."""
-        if s < 15 or data[s - 1] != 32:
+        if s < 15:
             return None
-        seg = data[s - 15:s - 3]
-        if seg[1] == 46 and seg[4] == 46 and seg[8] == 46 and 48 <= seg[0] <= 57 \
-                and (s == 15 or not 48 <= data[s - 16] <= 57):
-            try:   # the usual case: one digit of minutes
-                t = (seg[0] - 48) * 60000.0 + float(seg[2:4]) * 1000.0 + float(seg[5:8]) + float(seg[9:12]) * 0.001
-            except ValueError:
-                return None
-        else:
-            m = _TS.search(data, max(0, s - 32), s)
+        if data[s - 1] == 32 and data[s - 3] != 109:
+            seg = data[s - 15:s - 3]
+            if seg[1] == 46 and seg[4] == 46 and seg[8] == 46 and 48 <= seg[0] <= 57 \
+                    and (s == 15 or not 48 <= data[s - 16] <= 57):
+                try:   # the usual case: one digit of minutes
+                    t = (seg[0] - 48) * 60000.0 + float(seg[2:4]) * 1000.0 + float(seg[5:8]) + float(seg[9:12]) * 0.001
+                except ValueError:
+                    return None
+            else:
+                m = _TS.search(data, max(0, s - 32), s)
+                if m is None:
+                    return None
+                t = _prefix_ms(m)
+        elif data[s - 1] == 109 or data[s - 3] == 109:
+            # --log-colors: ESC[34m M.SS.mmm.uuu ESC[0m, a space, ESC[3Xm L, a space (then ESC[0m after I)
+            m = _TS_COLOURED.search(data, max(0, s - 48), s)
             if m is None:
                 return None
-            t = (int(m.group(1)) * 60 + int(m.group(2))) * 1000.0 + int(m.group(3)) + int(m.group(4)) * 0.001
+            t = _prefix_ms(m)
+        else:
+            return None
         self.saw_ts = True
         t += self.t_offset
         self.last_t = t
@@ -990,7 +1004,8 @@ class LlamaLogReader:
                 # the carry may be whole lines held back with an OLD timing block: only a carry
                 # without a line end is a cut line
                 cut = not rest.endswith(b"\n")
-                if cut:
+                # --log-colors resets the colour after a W/E/D record's line end: a log can end so
+                if cut and rest[rest.rfind(b"\n") + 1:].replace(b"\x1b[0m", b"").strip():
                     self._warn("the last line has no line end: the log may be cut")
                 data = b"\n" + rest + (b"\n" if cut else b"")
                 self._scan(data, len(data))

@@ -89,8 +89,10 @@ def prefix_without_time(s):   # OLD --log-prefix alone; NEW --no-log-timestamps
 
 def colours(s):   # --log-colors: ANSI codes around the timestamp and the level
     level = {"I": "\x1b[32mI \x1b[0m", "W": "\x1b[35mW ", "E": "\x1b[31mE ", "D": "\x1b[33mD "}
-    return _sub(r"(^|parser\.)(\d+\.\d\d\.\d{3}\.\d{3}) ([A-Z]) ",
-                lambda m: f"{m.group(1)}\x1b[34m{m.group(2)}\x1b[0m {level.get(m.group(3), m.group(3) + ' ')}", s)
+    s = _sub(r"(^|parser\.)(\d+\.\d\d\.\d{3}\.\d{3}) ([A-Z]) ",
+             lambda m: f"{m.group(1)}\x1b[34m{m.group(2)}\x1b[0m {level.get(m.group(3), m.group(3) + ' ')}", s)
+    # a W/E/D record's colour is reset after its message, line end included: at the next line's start
+    return _sub(r"^(\x1b\[34m[\d.]+\x1b\[0m \x1b\[3[135]m[WED] [^\n]*)\n", "\\1\n\x1b[0m", s)
 
 
 def without_debug(s):   # NEW -lv 4 / OLD without -v: no DEBUG records
@@ -146,10 +148,11 @@ def test_builds_between_rebuild_the_same_batches(name, fn, log, tmp_path):
     assert tr.meta["warnings"] == base.meta["warnings"]
     for key in ("n_batch", "n_slots", "n_ctx", "build"):
         assert tr.meta.get(key) == base.meta.get(key), key
-    if "colours" in name or "no-time" in name:   # no timestamp (colour codes split it): model calls
+    if "no-time" in name:   # no timestamps: the clock is the model calls
         assert tr.meta["time_unit"] == "steps"
-    else:
+    else:   # colour codes around the timestamp included
         assert tr.meta["time_unit"] == base.meta["time_unit"]
+        assert tr.steps["start"].equals(base.steps["start"]) and tr.steps["end"].equals(base.steps["end"])
     assert len(tr.steps) == len(base.steps)
     for col in ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled"):
         assert tr.batch[col].tolist() == base.batch[col].tolist(), col

@@ -89,7 +89,7 @@ def test_log_styles(style):
                                "generated_tokens": 3, "finish": "limit"}
     assert tr.meta["n_slots"] == 1
     assert tr.meta["unparsed_lines"] == 0 and tr.meta["warnings"] == []
-    assert tr.meta["time_unit"] == ("ms" if style == "ts" else "steps")
+    assert tr.meta["time_unit"] == ("ms" if style in ("ts", "colors") else "steps")
 
 
 # ---------------------------------------------------------------------------------------------
