@@ -49,22 +49,23 @@ class FlexBatch:
         self.slots = slot_mapping(q_lens, starts, tables, block_size, device)
         self.num_tokens = sum(q_lens)
         bs = block_size
-        req = torch.repeat_interleave(torch.arange(len(q_lens), device=device),
-                                      torch.tensor(q_lens, device=device))
-        pos = torch.cat([torch.arange(s, s + n, device=device) for s, n in zip(starts, q_lens)])
+        used = [t[:-(-(s + n) // bs)] for n, s, t in zip(q_lens, starts, tables)]
+        # built as Python lists, then one copy each: a step makes a few tensors, not one per request
+        req = torch.tensor([r for r, n in enumerate(q_lens) for _ in range(n)], device=device)
+        pos = torch.tensor([p for n, s in zip(q_lens, starts) for p in range(s, s + n)], device=device)
+        rows = [r for r, blocks in enumerate(used) for _ in blocks]
+        cols = [b for blocks in used for b in blocks]
+        at = [j for blocks in used for j in range(len(blocks))]
         # logical index of each pool block in each request's table; -1: not the request's
         logical = torch.full((len(q_lens), num_blocks), -1, dtype=torch.int32, device=device)
-        for r, (n, s, table) in enumerate(zip(q_lens, starts, tables)):
-            used = -(-(s + n) // bs)
-            logical[r, torch.tensor(table[:used], dtype=torch.long, device=device)] = \
-                torch.arange(used, dtype=torch.int32, device=device)
+        logical[torch.tensor(rows, device=device), torch.tensor(cols, device=device)] = \
+            torch.tensor(at, dtype=torch.int32, device=device)
 
         def visible(b, h, q, kv):
             j = logical[req[q], kv // bs]
             return (j >= 0) & (j * bs + kv % bs <= pos[q])
 
-        self.block_mask = _block_mask(q_lens, [t[:-(-(s + n) // bs)] for n, s, t in zip(q_lens, starts, tables)],
-                                      bs, num_blocks * bs, visible, device)
+        self.block_mask = _block_mask(q_lens, used, bs, num_blocks * bs, visible, device)
 
 
 TILE = 128  # FlexAttention's default tile: 128 query rows x 128 keys
@@ -137,8 +138,10 @@ def self_test(cache: PagedKVCache, num_heads: int, seed: int = 0) -> tuple[bool,
     tables = [tables[0], tables[3], tables[1], tables[2]]  # decodes first, as the runner lays them out
     dev, dt = cache.device, cache.dtype
     t, hkv, d = sum(q_lens), cache.num_kv_heads, cache.head_dim
-    cache.k[0].copy_(torch.randn(cache.k[0].shape, generator=g).to(dev, dt))
-    cache.v[0].copy_(torch.randn(cache.v[0].shape, generator=g).to(dev, dt))
+    used = torch.tensor(order[:at], dtype=torch.long, device=dev)  # only these blocks: a GPU pool is large
+    shape = (at, bs, hkv, d)
+    cache.k[0].index_copy_(0, used, torch.randn(shape, generator=g).to(dev, dt))
+    cache.v[0].index_copy_(0, used, torch.randn(shape, generator=g).to(dev, dt))
     q = torch.randn(t, num_heads, d, generator=g).to(dev, dt)
     try:
         want = paged_attention(q, cache, 0, plan_attention(q_lens, starts, tables, bs, dev), Workspace())
