@@ -65,28 +65,34 @@ class FlexBatch:
             j = logical[req[q], kv // bs]
             return (j >= 0) & (j * bs + kv % bs <= pos[q])
 
-        self.block_mask = _block_mask(q_lens, used, bs, num_blocks * bs, visible, device)
+        self.block_mask = _block_mask(q_lens, rows, cols, bs, num_blocks * bs, visible, device)
 
 
 TILE = 128  # FlexAttention's default tile: 128 query rows x 128 keys
 
 
-def _block_mask(q_lens: list[int], used: list[list[int]], bs: int, kv_len: int, visible, device):
+def _block_mask(q_lens: list[int], rows: list[int], cols: list[int], bs: int, kv_len: int, visible, device):
     """The BlockMask, from the block tables: a query tile reads the key tiles that hold blocks of
     its requests (visible() sorts out the rest inside each tile). create_block_mask would find
-    the same tiles by evaluating visible() over every (query, key) pair, each step."""
+    the same tiles by evaluating visible() over every (query, key) pair, each step.
+    rows, cols: (request, pool block) for every block a request's tokens use."""
     from torch.nn.attention.flex_attention import BlockMask
     q_len = sum(q_lens)
     nq, nk = -(-q_len // TILE), -(-kv_len // TILE)
-    qt, kt, first = [], [], 0
-    for n, blocks in zip(q_lens, used):
-        tiles = sorted({b * bs // TILE for b in blocks} | {(b * bs + bs - 1) // TILE for b in blocks})
-        for i in range(first // TILE, (first + n - 1) // TILE + 1):
-            qt.extend([i] * len(tiles))
-            kt.extend(tiles)
-        first += n
+    first = [0]
+    for n in q_lens[:-1]:
+        first.append(first[-1] + n)
+    first_t, n_t = torch.tensor(first, device=device), torch.tensor(q_lens, device=device)
+    lo, hi = first_t // TILE, (first_t + n_t - 1) // TILE  # the query tiles each request's rows span
+    req, blk = torch.tensor(rows, device=device), torch.tensor(cols, device=device)
+    req = torch.cat([req, req])
+    kt = torch.cat([blk * bs // TILE, (blk * bs + bs - 1) // TILE])  # a block may straddle two key tiles
+    span = (hi - lo + 1)[req]
+    req_r, kt_r = torch.repeat_interleave(req, span), torch.repeat_interleave(kt, span)
+    start = torch.repeat_interleave(torch.cumsum(span, 0) - span, span)
+    qt = lo[req_r] + torch.arange(len(req_r), device=device) - start
     hit = torch.zeros(nq, nk, dtype=torch.bool, device=device)
-    hit[torch.tensor(qt, device=device), torch.tensor(kt, device=device)] = True
+    hit[qt, kt_r] = True
     counts = hit.sum(1, dtype=torch.int32)
     order = torch.argsort((~hit).to(torch.int8), dim=1, stable=True).to(torch.int32)  # the tiles read first
     return BlockMask.from_kv_blocks(counts[None, None], order[None, None], BLOCK_SIZE=TILE, mask_mod=visible,
