@@ -30,6 +30,7 @@ class Prepared:
     attn: AttnBatch | FlexBatch
     logits_rows: torch.Tensor
     samplers: list  # the Seq of each sampled row
+    layout: tuple  # (q_lens, starts, tables): to plan the gather path again if flex fails
 
 
 ATTENTION_BACKENDS = ("gather", "flex")
@@ -96,14 +97,19 @@ class ModelRunner:
         else:
             attn = plan_attention(q_lens, starts, tables, self.cache.block_size, dev)
         return Prepared(input_ids, torch.tensor(positions, dtype=torch.long, device=dev), attn,
-                        torch.tensor(rows, dtype=torch.long, device=dev), samplers)
+                        torch.tensor(rows, dtype=torch.long, device=dev), samplers, (q_lens, starts, tables))
 
     def forward(self, prep: Prepared) -> torch.Tensor:
         if isinstance(prep.attn, FlexBatch):
-            attend = flex_attend(self.cache, prep.attn)
-        else:
-            attend = paged_attend(self.cache, prep.attn, self.ws)
-        return self.model(prep.input_ids, prep.positions, attend, prep.logits_rows)
+            try:
+                return self.model(prep.input_ids, prep.positions, flex_attend(self.cache, prep.attn), prep.logits_rows)
+            except Exception as e:  # noqa: BLE001 - e.g. a compile failure at a new shape: gather instead
+                # (the K/V rows already stored are stored again, to the same slots: the step is redone whole)
+                self.attention = "gather"
+                self.attention_check += f"; FlexAttention failed in a step ({type(e).__name__}): gather from then on"
+                prep.attn = plan_attention(*prep.layout, self.cache.block_size, self.device)
+        return self.model(prep.input_ids, prep.positions, paged_attend(self.cache, prep.attn, self.ws),
+                          prep.logits_rows)
 
     def execute(self, plan, sampling_of: Callable[[object], SamplingParams],
                 timer: PhaseTimer | None = None) -> dict[str, int]:

@@ -126,3 +126,24 @@ def test_block_mask_reads_every_tile_a_query_needs_and_few_others():
     assert mine.shape == need.shape == (4, 128)
     assert (need <= mine).all(), "a tile the mask needs is skipped"
     assert mine.float().mean() < 0.25
+
+
+def test_a_step_that_flex_cannot_run_is_redone_by_gather(monkeypatch, pair64):
+    """A failure inside a step (say a compile error at a new shape) costs nothing but the switch:
+    the step is redone with the gather path, and the run says so."""
+    import engine.attention_flex as flex_mod
+    hf, model = pair64
+    wl = _workload(n=4, seed=1)
+    with torch.no_grad():
+        ref = {r.id: _hf_greedy(hf, r) for r in wl.requests}
+    config = {"num_gpu_blocks": 40}
+    eng = LLMEngine(EngineConfig(attention="flex"), config, model=model)
+    assert eng.runner.attention == "flex"  # the self-test passed; the failure comes in a step
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kernel for this shape")
+    monkeypatch.setattr(flex_mod, "flex_attention_step", broken)
+    res = eng.run(wl, config)
+    assert res.trace.meta["attention"] == "gather"
+    assert "FlexAttention failed in a step (RuntimeError)" in res.trace.meta["attention_check"]
+    assert {r: res.tokens[r] for r in ref} == ref
