@@ -38,19 +38,26 @@ def _fmt(v: float, digits: int) -> str:
 LIVE_COLUMNS = ("in_system", "L", "lambda", "W", "lambda_W", "rejected", "arrived")
 
 
-def live_text(runs: dict[str, pd.DataFrame], step: int) -> str:
-    """The live box: each run's L, λ, W, λW and rejected / arrived at `step`."""
+def live_text(runs: dict[str, pd.DataFrame] | dict[str, dict], step: int) -> str:
+    """The live box: each run's L, λ, W, λW and rejected / arrived at `step`. `runs` may hold
+    the curves' columns already as arrays ({column: ndarray}, see _columns): a figure's frames
+    read them hundreds of times."""
     lines = [f"<b>tick {step:,}</b>"]
     for i, (label, c) in enumerate(runs.items()):
-        k = min(int(np.searchsorted(c["step"].to_numpy(), step, side="right")) - 1, len(c) - 1)
+        steps = c["step"] if isinstance(c, dict) else c["step"].to_numpy()
+        k = min(int(np.searchsorted(steps, step, side="right")) - 1, len(steps) - 1)
         if k < 0:
             continue
-        r = {name: c[name].to_numpy()[k] for name in LIVE_COLUMNS}
+        r = {name: (c[name] if isinstance(c, dict) else c[name].to_numpy())[k] for name in LIVE_COLUMNS}
         col = RUN_COLOURS[i % len(RUN_COLOURS)]
         lines.append(f"<span style='color:{col}'><b>{label}</b></span>: in system {int(r['in_system']):,} · "
                      f"L {_fmt(float(r['L']), 2)} · λ {_fmt(float(r['lambda']), 4)} · W {_fmt(float(r['W']), 2)} · "
                      f"λW {_fmt(float(r['lambda_W']), 2)} · rejected {int(r['rejected']):,} of {int(r['arrived']):,}")
     return "<br>".join(lines)
+
+
+def _columns(runs: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    return {label: {name: c[name].to_numpy() for name in ("step", *LIVE_COLUMNS)} for label, c in runs.items()}
 
 
 def _live(runs: dict[str, pd.DataFrame], step: int, x0: float = 0.0) -> dict:
@@ -135,10 +142,11 @@ def littles_figure(runs: dict[str, pd.DataFrame], rejections: dict[str, pd.DataF
                          legend=True), "hoverinfo": "skip"})
     steps = np.unique(np.concatenate([c["step"].to_numpy() for c in runs.values()])) if runs else np.array([1])
     fsteps = pick_frames(steps, max_frames)
-    data[0] = _live(runs, int(fsteps[-1]))
+    cols = _columns(runs)
+    data[0] = _live(cols, int(fsteps[-1]))
     layout = subplot_layout(4, 1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.09, 0.38, 0.30, 0.23])
     top = layout["yaxis2"]["domain"][1]
-    frames = [{"name": str(int(s)), "data": [{"type": "scatter", "text": [live_text(runs, int(s))]}], "traces": [0],
+    frames = [{"name": str(int(s)), "data": [{"type": "scatter", "text": [live_text(cols, int(s))]}], "traces": [0],
                "layout": {"shapes": _cursor(float(s), x_end, top)}} for s in fsteps]
     grid = {"showgrid": True, "gridcolor": "#EEF0F3", "zeroline": False}
     layout["xaxis"].update(range=[0, x_end], visible=False)
