@@ -44,7 +44,8 @@ def test_live_engine_steps_advance_in_the_browser(page, app_url):
     assert len(distinct) >= 3 and distinct == sorted(distinct), seen
     print(f"live engine: counter advanced {distinct[:6]} after {time.monotonic() - t0:.1f} s")
 
-    stop = page.get_by_role("button", name="Stop", exact=True)
+    # the page's own Stop: while a fragment rerun is in flight Streamlit's header shows a "Stop" too
+    stop = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
     if stop.is_enabled():  # else the run already finished and the page stopped the engine itself
         try:
             stop.click(timeout=5_000)
