@@ -39,16 +39,14 @@ LIVE_COLUMNS = ("in_system", "L", "lambda", "W", "lambda_W", "rejected", "arrive
 
 
 def live_text(runs: dict[str, pd.DataFrame] | dict[str, dict], step: int) -> str:
-    """The live box: each run's L, λ, W, λW and rejected / arrived at `step`. `runs` may hold
-    the curves' columns already as arrays ({column: ndarray}, see _columns): a figure's frames
-    read them hundreds of times."""
+    """The live box: each run's L, λ, W, λW and rejected / arrived at `step`. `runs`: curves, or
+    their columns as arrays already (_columns: a figure's frames read them hundreds of times)."""
     lines = [f"<b>tick {step:,}</b>"]
-    for i, (label, c) in enumerate(runs.items()):
-        steps = c["step"] if isinstance(c, dict) else c["step"].to_numpy()
-        k = min(int(np.searchsorted(steps, step, side="right")) - 1, len(steps) - 1)
+    for i, (label, c) in enumerate(_columns(runs).items()):
+        k = min(int(np.searchsorted(c["step"], step, side="right")) - 1, len(c["step"]) - 1)
         if k < 0:
             continue
-        r = {name: (c[name] if isinstance(c, dict) else c[name].to_numpy())[k] for name in LIVE_COLUMNS}
+        r = {name: c[name][k] for name in LIVE_COLUMNS}
         col = RUN_COLOURS[i % len(RUN_COLOURS)]
         lines.append(f"<span style='color:{col}'><b>{label}</b></span>: in system {int(r['in_system']):,} · "
                      f"L {_fmt(float(r['L']), 2)} · λ {_fmt(float(r['lambda']), 4)} · W {_fmt(float(r['W']), 2)} · "
@@ -56,8 +54,10 @@ def live_text(runs: dict[str, pd.DataFrame] | dict[str, dict], step: int) -> str
     return "<br>".join(lines)
 
 
-def _columns(runs: dict[str, pd.DataFrame]) -> dict[str, dict]:
-    return {label: {name: c[name].to_numpy() for name in ("step", *LIVE_COLUMNS)} for label, c in runs.items()}
+def _columns(runs: dict[str, pd.DataFrame] | dict[str, dict]) -> dict[str, dict]:
+    """{label: {column: ndarray}} of the live columns (runs given that way already pass through)."""
+    return {label: c if isinstance(c, dict) else {name: c[name].to_numpy() for name in ("step", *LIVE_COLUMNS)}
+            for label, c in runs.items()}
 
 
 def _live(runs: dict[str, pd.DataFrame], step: int, x0: float = 0.0) -> dict:
