@@ -29,8 +29,24 @@ def warm() -> list[str]:
     return names
 
 
+def skip_repl_check() -> bool:
+    """Tell Streamlit its "run me with `streamlit run`" warning was already considered.
+
+    On the first element a server process sends, Streamlit checks whether it runs in a REPL
+    with inspect.stack(), which reads the source file of every frame on the script thread's
+    stack: 0.12-0.18 s of the first visitor's first page (cProfile of a page's first run). This
+    process is `streamlit run`, never a REPL. True when the flag was there to set."""
+    import streamlit.delta_generator as dg
+
+    if not hasattr(dg, "_use_warning_has_been_displayed"):  # another Streamlit: leave it be
+        return False
+    dg._use_warning_has_been_displayed = True
+    return True
+
+
 if __name__ == "__main__":
     warm()
+    skip_repl_check()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *sys.argv[1:]]

@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .compare import lockstep_figure
-from .playback import FONT, TEMPLATE
+from .common import themed
+from .playback import FONT
 
 STATIC, CONTINUOUS, RETURN = "#8C9BAB", "#59A14F", "#111827"
 
@@ -71,7 +72,7 @@ def finish_figure(ids: list[str], tokens: list[int], static_finish: list[int], c
         fig.add_hline(y=mean, line={"color": colour, "dash": "dash", "width": 2},
                       annotation={"text": f"{name} mean {mean:.6g}", "font": {"color": "#374151", "size": 12}},
                       annotation_position=pos)
-    fig.update_layout(height=330, template=TEMPLATE, font=FONT, barmode="group", bargap=0.25,
+    themed(fig).update_layout(height=330, font=FONT, barmode="group", bargap=0.25,
                       margin={"l": 60, "r": 20, "t": 40, "b": 50}, hoverlabel={"font_size": 12},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       yaxis={"title": {"text": "step the result returns"}, "rangemode": "tozero"},

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import MAX_BARS, pick_frames, play_controls
+from .common import MAX_BARS, pick_frames, play_controls, themed
 from .playback import FONT, TEMPLATE, lane_traces
 
 FASTER, SLOWER, SAME = "#2E7D32", "#C0392B", "#9CA3AF"
@@ -198,7 +198,7 @@ def change_figure(diff: pd.DataFrame, metric: str = "e2e", unit: str = "", max_b
                                    marker={"color": colour, "size": 4}, hovertemplate=hover, name="B - A"))
         fig.update_xaxes(title_text=f"requests, sorted by the change ({len(d):,})")
     fig.add_hline(y=0, line_color="#6B7280", line_width=1)
-    fig.update_layout(height=320, template=TEMPLATE, font=FONT, showlegend=False, bargap=0.1,
+    themed(fig).update_layout(height=320, font=FONT, showlegend=False, bargap=0.1,
                       margin={"l": 60, "r": 20, "t": 30, "b": 80},
                       yaxis={"title": {"text": f"B - A, {label}{u}"}, "zeroline": False},
                       meta={"metric": metric, "faster": int((v < -1e-9).sum()), "slower": int((v > 1e-9).sum()),

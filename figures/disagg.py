@@ -16,8 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import play_controls
-from .playback import FONT, TEMPLATE
+from .common import play_controls, themed
+from .playback import FONT
 
 PREFILL = "#111827"
 OVERHEAD = "#9CA3AF"
@@ -82,7 +82,7 @@ def growth_figure(df: pd.DataFrame, labels: dict[str, str], cross: pd.DataFrame 
     fig.update_yaxes(type="log", showgrid=True, gridcolor="#EEF0F3", dtick=1)
     fig.update_yaxes(title_text="MiB", row=1, col=1)
     fig.update_yaxes(title_text="milliseconds", row=1, col=2)
-    fig.update_layout(height=470, template=TEMPLATE, font=FONT,
+    themed(fig).update_layout(height=470, font=FONT,
                       legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
                       margin={"l": 60, "r": 20, "t": 40, "b": 40}, hoverlabel={"font_size": 12})
     fig.update_annotations(yshift=4)
@@ -115,7 +115,7 @@ def ratio_figure(df: pd.DataFrame, labels: dict[str, str], cross: pd.DataFrame |
     # the links' colours are the growth figure's legend; the 100% line is labelled in place
     fig.add_annotation(x=0.01, y=2, xref="x domain", yref="y", xanchor="left", yanchor="top", showarrow=False,
                        text="transfer = prefill", font={"size": 12, "color": "#C0392B"})
-    fig.update_layout(height=360, template=TEMPLATE, font=FONT, showlegend=False,
+    themed(fig).update_layout(height=360, font=FONT, showlegend=False,
                       margin={"l": 60, "r": 20, "t": 30, "b": 50}, hoverlabel={"font_size": 12})
     fig.update_xaxes(type="log", title_text="prompt length (tokens)", gridcolor="#EEF0F3", dtick=1)
     fig.update_yaxes(type="log", title_text="transfer as % of prefill", gridcolor="#EEF0F3", dtick=1,
@@ -151,7 +151,7 @@ def breakeven_figure(curve: pd.DataFrame, breakeven_gb_s: float, links: dict[str
                            yanchor="top", showarrow=False, font={"size": 12, "color": "#C0392B"},
                            text=f" break-even<br> {breakeven_gb_s:.3g} GB/s<br> ({8 * breakeven_gb_s:.3g} Gb/s)",
                            align="left")
-    fig.update_layout(height=360, template=TEMPLATE, font=FONT, showlegend=False,
+    themed(fig).update_layout(height=360, font=FONT, showlegend=False,
                       margin={"l": 60, "r": 20, "t": 40, "b": 50}, hoverlabel={"font_size": 12})
     fig.update_xaxes(type="log", title_text="link speed, one direction (GB/s)", gridcolor="#EEF0F3", dtick=1,
                      range=[math.log10(bw.min()), math.log10(bw.max()) + 0.6])
@@ -211,7 +211,7 @@ def ttft_figure(df: pd.DataFrame, labels: dict[str, str], overhead_ms: float = 0
         step["args"][1]["frame"]["redraw"] = True
         step["label"] = f"{int(step['label']):,}"
     fig.frames = [go.Frame(**f) for f in frames]
-    fig.update_layout(barmode="stack", height=170 + 48 * len(links), template=TEMPLATE, font=FONT,
+    themed(fig).update_layout(barmode="stack", height=170 + 48 * len(links), font=FONT,
                       legend=_legend_top(), margin={"l": 60, "r": 30, "t": 40, "b": 120},
                       xaxis={"range": [0, x_max], "title": {"text": "time to first token on the decode side (ms)"},
                              "gridcolor": "#EEF0F3"},

@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 from sim.live import PHASES, throughput
 from sim.trace import Trace
 
-from .common import MAX_BARS, PREEMPT, REQUEST_PALETTE
+from .common import MAX_BARS, PREEMPT, REQUEST_PALETTE, themed
 from .playback import FONT, TEMPLATE, lane_traces
 
 PHASE_LABELS = {"t_schedule": "schedule", "t_swap": "swap", "t_prepare": "prepare", "t_forward": "forward",
@@ -176,7 +176,7 @@ def phase_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
         fig.add_trace(go.Scatter(x=s["step"], y=s["num_tokens"], name="tokens in the step", yaxis="y2",
                                  mode="lines", line={"color": "#6B7280", "width": 1.2, "shape": "hv"},
                                  hovertemplate="step %{x}: %{y} tokens<extra></extra>"))
-    fig.update_layout(height=320, template=TEMPLATE, font=FONT, barmode="stack", bargap=0 if len(x) > 200 else 0.1,
+    themed(fig).update_layout(height=320, font=FONT, barmode="stack", bargap=0 if len(x) > 200 else 0.1,
                       margin={"l": 60, "r": 60, "t": 40, "b": 50}, legend=LEGEND,
                       xaxis={"title": {"text": "step" + (f" (bins of {k}; bars show the mean)" if k > 1 else "")},
                              "showgrid": False},
@@ -236,7 +236,7 @@ def calibration_figure(steps: pd.DataFrame, ttft: pd.DataFrame) -> go.Figure:
     both = np.concatenate([t["measured"].to_numpy(dtype=float), t["simulated"].to_numpy(dtype=float)])
     if len(both):
         _diagonal(0.0, float(np.nanmax(both)) * 1.05, 1, 2, fig, False)
-    fig.update_layout(height=400, template=TEMPLATE, font=FONT, margin={"l": 60, "r": 20, "t": 70, "b": 50},
+    themed(fig).update_layout(height=400, font=FONT, margin={"l": 60, "r": 20, "t": 70, "b": 50},
                       legend={**LEGEND, "y": -0.18, "yanchor": "top"})
     fig.update_annotations(font={"size": 13, "color": "#374151"})
     fig.update_xaxes(title_text="measured (ms)", rangemode="tozero", zeroline=False)

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import KIND_COLOURS, pick_frames, play_controls
+from .common import KIND_COLOURS, pick_frames, play_controls, themed
 from .playback import FONT, TEMPLATE
 
 LONG = "long"
@@ -216,8 +216,8 @@ def budget_figure(sweep: dict, chosen: int | None = None, lesson_budgets=(4004, 
         ann.append({"text": f"↑ smaller budgets: up to {ft.max():,.4g} {unit}", "xref": "paper", "yref": "y domain",
                     "x": 0.01, "y": 0.98, "xanchor": "left", "yanchor": "top", "showarrow": False,
                     "font": {"size": 11, "color": "#374151"}})
-    fig.update_layout(
-        height=620, template=TEMPLATE, font=FONT, hoverlabel={"font_size": 12}, hovermode="closest",
+    themed(fig).update_layout(
+        height=620, font=FONT, hoverlabel={"font_size": 12}, hovermode="closest",
         margin={"l": 70, "r": 20, "t": 80, "b": 60},
         legend={"orientation": "h", "y": 1.1, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         xaxis={**xcommon, "anchor": "y", "matches": "x2", "showticklabels": False},

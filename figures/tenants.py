@@ -19,7 +19,7 @@ from sim.fairness import request_segments
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import MAX_BARS, REQUEST_PALETTE, pick_frames, play_controls
+from .common import MAX_BARS, REQUEST_PALETTE, pick_frames, play_controls, themed
 from .playback import FONT, TEMPLATE
 
 SHORT_TITLES = {"fcfs": "FCFS", "round_robin": "Round-robin", "cap": "Round-robin + cap", "vtc": "VTC"}
@@ -177,7 +177,7 @@ def gap_figure(series: dict[str, pd.Series], bound: float | None, step: int | No
                                  hovertemplate=f"bound 2·max(w_in·L_input, w_out·M) = {bound:,.0f}<extra></extra>"))
         top = max(top, bound)
     _cursor(fig, step)
-    fig.update_layout(height=330, template=TEMPLATE, font=FONT, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+    themed(fig).update_layout(height=330, font=FONT, margin={"l": 60, "r": 20, "t": 40, "b": 50},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       hoverlabel={"font_size": 12})
     fig.update_xaxes(title_text="step", showgrid=False, range=[0, x_max + 0.5])
@@ -202,7 +202,7 @@ def counters_figure(trace: Trace, step: int | None = None) -> go.Figure:
         fig.add_annotation(text="This run kept no counters (only VTC does).", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
     _cursor(fig, step)
-    fig.update_layout(height=330, template=TEMPLATE, font=FONT, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+    themed(fig).update_layout(height=330, font=FONT, margin={"l": 60, "r": 20, "t": 40, "b": 50},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       hoverlabel={"font_size": 12})
     fig.update_xaxes(title_text="step", showgrid=False)

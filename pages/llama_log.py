@@ -15,6 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from figures.animate import from_spec
 from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figure, slot_lanes_figure, task_table,
                               uses_wall_time)
 from sim.llamalog import llama_config, read_llama_log, workload_from_trace
@@ -270,14 +271,14 @@ k_bin = views["batches"]["layout"]["meta"]["bin"]
 if k_bin > 1:
     st.caption(f"{n_calls:,} calls are too many to draw one by one: each bar is {k_bin} calls (the mean per "
                "call). Scrub the inspector to see single calls.")
-st.plotly_chart(views["batches"], key="ll_batches", theme=None, config=CONFIG)
+st.plotly_chart(from_spec(views["batches"]), key="ll_batches", theme=None, config=CONFIG)
 
 st.subheader("Slot lanes")
 st.caption("One lane per slot, in the slot's colour. Each task's prompt processing (hatched) and generation "
            "(solid), labelled with its task id where there is room (hover for the rest); the dotted line is the "
            "time it waited in the queue; ✕ marks a cancel. A gap inside a task is calls in which the slot was "
            "left out of the batch.")
-st.plotly_chart(views["lanes"], key="ll_lanes", theme=None, config=CONFIG)
+st.plotly_chart(from_spec(views["lanes"]), key="ll_lanes", theme=None, config=CONFIG)
 
 st.subheader("Tasks")
 st.caption("Per task: what the log's lines rebuild next to what the server printed in its timing block "
@@ -409,11 +410,11 @@ elif ss["keep_ll_resim"]:
         tab1, tab2 = st.tabs(["Batches", "Slot lanes"], key="ll_cmp_tab", on_change="rerun")
         with tab1:
             if tab1.open:
-                st.plotly_chart(resim_figure(key, cfg_key, "batch", logy, runs), key="ll_cmp_batches", theme=None,
+                st.plotly_chart(from_spec(resim_figure(key, cfg_key, "batch", logy, runs)), key="ll_cmp_batches", theme=None,
                                 config=CONFIG)
         with tab2:
             if tab2.open:
-                st.plotly_chart(resim_figure(key, cfg_key, "lanes", logy, runs), key="ll_cmp_lanes", theme=None,
+                st.plotly_chart(from_spec(resim_figure(key, cfg_key, "lanes", logy, runs)), key="ll_cmp_lanes", theme=None,
                                 config=CONFIG)
         st.dataframe(table, hide_index=True, key="ll_resim_table",
                      column_config={c: st.column_config.NumberColumn(format="%.4g") for c in table.columns[1:]})

@@ -171,3 +171,21 @@ def test_inspector_tables(lesson):
     assert list(batch.columns) == ["request", "tenant", "slot", "kind", "tokens", "computed before", "sampled"]
     _, events5 = fp.inspector_tables(lesson, 5)
     assert ["C", "preempt"] in events5[["request", "event"]].values.tolist()
+
+
+def test_themed_gives_the_json_of_a_validated_template_and_leaves_the_template_alone():
+    from figures.animate import from_spec
+    from figures.common import TEMPLATE, themed
+
+    before = TEMPLATE.to_plotly_json()
+    checked = go.Figure(go.Bar(x=[1, 2], y=[3, 4]))
+    checked.update_layout(template=TEMPLATE, height=300, font={"size": 13})
+    fast = themed(go.Figure(go.Bar(x=[1, 2], y=[3, 4]))).update_layout(height=300, font={"size": 13})
+    assert json.loads(fast.to_json()) == json.loads(checked.to_json())
+    assert json.loads(fast.to_json())["layout"]["template"]["layout"]["plot_bgcolor"] == "white"
+    fast.layout.template.layout.font.size = 99  # the figure's copy, not the shared template
+    assert TEMPLATE.to_plotly_json() == before
+    # a cached figure dict comes back as the same figure, frames included
+    anim = go.Figure(go.Scatter(x=[1], y=[1]), frames=[go.Frame(name="0", layout={"title": {"text": "t"}})])
+    again = from_spec(anim.to_plotly_json())
+    assert json.loads(again.to_json()) == json.loads(anim.to_json())
