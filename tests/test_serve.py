@@ -8,21 +8,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_warm_imports_sim_and_figures_but_not_torch():
-    code = ("import sys; sys.path.insert(0, '.'); import serve; names = serve.warm(); "
-            "print(len(names), 'torch' in sys.modules, 'sim.llamalog' in sys.modules, "
-            "'figures.playback' in sys.modules, 'pandas' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def run_fresh(code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter (serve.py's effects are per process) at the repo root."""
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); import serve; " + code],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_warm_imports_sim_and_figures_but_not_torch():
+    out = run_fresh("names = serve.warm(); print(len(names), 'torch' in sys.modules, 'sim.llamalog' in sys.modules, "
+                    "'figures.playback' in sys.modules, 'pandas' in sys.modules)")
     n, torch, llamalog, playback, pandas = out.stdout.split()
     assert int(n) >= 30 and torch == "False" and llamalog == playback == pandas == "True"
     assert "No runtime found" not in out.stderr  # no st.cache_data made before the runtime exists
 
 
 def test_skip_repl_check_marks_streamlits_warning_as_considered():
-    code = ("import sys; sys.path.insert(0, '.'); import serve; import streamlit.delta_generator as dg; "
-            "before = dg._use_warning_has_been_displayed; ok = serve.skip_repl_check(); "
-            "print(before, ok, dg._use_warning_has_been_displayed)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_fresh("import streamlit.delta_generator as dg; before = dg._use_warning_has_been_displayed; "
+                    "ok = serve.skip_repl_check(); print(before, ok, dg._use_warning_has_been_displayed)")
     assert out.stdout.split() == ["False", "True", "True"]
