@@ -57,7 +57,7 @@ SETTINGS = PageSettings("ll", [
     Setting("keep_ll_logy", True, bool),
     Setting("keep_ll_clock", "time", str, choices=tuple(CLOCKS)),
     Setting("keep_ll_step", None, int, bounds=(0, 10**9)),
-    Setting("keep_ll_resim", True, bool),
+    Setting("keep_ll_resim", False, bool),  # one click away: the log itself first
     Setting("keep_ll_slots", 2, int, bounds=BOUNDS["max_num_seqs"]),
     Setting("keep_ll_nbatch", 2048, int, bounds=BOUNDS["max_num_batched_tokens"]),
     Setting("keep_ll_cb", True, bool),

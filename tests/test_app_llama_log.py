@@ -70,7 +70,13 @@ def test_default_sample_parses_and_shows_the_batches(default_page):
     assert_matches_reader(at, read_llama_log(DEFAULT_SAMPLE))
     assert metric(at, "Slots (-np)") == "2" and metric(at, "Batch (-b)") == "256"
     assert metric(at, "Unparsed lines") == "0"
-    assert {"ll_batches", "ll_lanes", "ll_call_window", "ll_cmp_batches"} <= set(chart_specs(at))
+    assert {"ll_batches", "ll_lanes", "ll_call_window"} <= set(chart_specs(at))
+    # the re-simulation is one click away (not run for a page that only shows the log)
+    assert not {"ll_cmp_batches", "ll_cmp_lanes"} & set(chart_specs(at))
+    assert not any(d for d in at.dataframe if "Simulated llama-server" in d.value.columns)
+    at.toggle(key="keep_ll_resim").set_value(True).run()
+    assert at.query_params["ll_resim"] == "true"
+    assert "ll_cmp_batches" in chart_specs(at)
     assert "ll_cmp_lanes" not in chart_specs(at)  # its tab is closed: not built, not sent
     at.session_state["ll_cmp_tab"] = "Slot lanes"
     at.run()
@@ -149,7 +155,7 @@ def test_html_and_script_stay_text(bad_page):
 
 
 def test_re_simulate_changes_with_a_knob():
-    at = open_page(ll_sample="s3_nocb", ll_clock="calls")
+    at = open_page(ll_sample="s3_nocb", ll_clock="calls", ll_resim="true")
     assert metric(at, "Cont. batching") == "off"
     before = table_with(at, "Simulated llama-server").set_index("metric")
     assert before.loc["mean TTFT (calls)", "Simulated llama-server − Real log"] == pytest.approx(0)
@@ -172,7 +178,7 @@ def test_re_simulate_changes_with_a_knob():
 def test_re_simulate_on_wall_time_with_a_fitted_cost():
     """s1 (timestamps): the simulated llama-server, with a cost fitted to the log's calls, lands within
     10% of the log's own mean TTFT and end-to-end time; the model-call clock gives the call rows back."""
-    at = open_page(ll_sample="s1_new")
+    at = open_page(ll_sample="s1_new", ll_resim="true")
     assert at.radio(key="keep_ll_clock").value == "time"
     table = table_with(at, "Simulated llama-server").set_index("metric")
     log, sim = table["Real log"], table["Simulated llama-server"]
@@ -190,13 +196,13 @@ def test_re_simulate_on_wall_time_with_a_fitted_cost():
 
 
 def test_a_log_without_timestamps_re_simulates_in_calls():
-    at = open_page(ll_sample="s6_cancel", ll_clock="time")
+    at = open_page(ll_sample="s6_cancel", ll_clock="time", ll_resim="true")
     assert "mean TTFT (calls)" in table_with(at, "Simulated llama-server")["metric"].tolist()
     assert any("has no timestamps" in c.value for c in at.caption)
 
 
 def test_link_settings_win_and_scrub(default_page):
-    at = open_page(ll_sample="s6_cancel", ll_slots="3", ll_step="113", ll_clock="calls")
+    at = open_page(ll_sample="s6_cancel", ll_slots="3", ll_step="113", ll_clock="calls", ll_resim="true")
     assert at.selectbox(key="keep_ll_sample").value == "s6_cancel"
     assert at.number_input(key="keep_ll_slots").value == 3  # given by the link, not reset by the log
     assert at.slider(key="keep_ll_step").value == 113
