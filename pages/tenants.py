@@ -113,7 +113,8 @@ except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, n
     primer.stop()
 
 bound = vtc_bound(workload, {}, w_in, w_out)
-table = compare_summary(runs, bound["bound"], w_in, w_out, focus=focus)
+gaps = {k: service_gap(tr, w_in, w_out) for k, tr in runs.items()}
+table = compare_summary(runs, bound["bound"], w_in, w_out, focus=focus, gaps=gaps)
 few = counts[focus] <= 3
 
 cols = st.columns(4)
@@ -157,18 +158,18 @@ st.dataframe(shown, hide_index=True, key="ten_table", column_config={
 # Gap, counters, step inspector
 # ---------------------------------------------------------------------------------------------
 
-gaps = {k: service_gap(tr, w_in, w_out) for k, tr in runs.items()}
 last_step = max(int(tr.steps["step"].max()) for tr in runs.values())
 run_id = f"{key}|{slots}|{cap}|{w_in}|{w_out}|{len(workload.requests)}|{workload.requests[-1].arrival_step}"
-if ss.get("ten_run_id") != run_id:
+if ss.get("ten_run_id") != run_id:  # a new run: where its schedulers first differ, computed once
     ss["ten_run_id"] = run_id
+    ss["ten_divergence"] = first_divergence(runs)
     if not SETTINGS.given("keep_ten_step"):
-        ss["keep_ten_step"] = first_divergence(runs)
+        ss["keep_ten_step"] = ss["ten_divergence"]
 
 
 @st.fragment
 def inspector() -> None:
-    step = step_scrubber("keep_ten_step", 1, last_step, default=first_divergence(runs),
+    step = step_scrubber("keep_ten_step", 1, last_step, default=ss["ten_divergence"],
                          help="The dotted line on both charts and the table below follow this step.",
                          buttons="ten")
     SETTINGS.sync_url()

@@ -262,10 +262,11 @@ def first_divergence(runs: dict[str, Trace]) -> int:
 
 
 def compare_summary(runs: dict[str, Trace], bound: float, w_in: float = 1.0, w_out: float = 2.0,
-                    focus: str | None = None) -> pd.DataFrame:
+                    focus: str | None = None, gaps: dict[str, dict] | None = None) -> pd.DataFrame:
     """One row per run: the focus tenant's finish steps, its mean latency (steps from arrival to
     finish), the largest service gap and whether it is within ``bound``, Jain's index while
-    competing, and the step the last request finished."""
+    competing, and the step the last request finished. ``gaps``: each run's service_gap with
+    the same weights, when the caller has them already."""
     rows = []
     for key, tr in runs.items():
         r = tr.requests
@@ -273,7 +274,7 @@ def compare_summary(runs: dict[str, Trace], bound: float, w_in: float = 1.0, w_o
             dtype=float, na_value=np.nan)
         mine = (r["tenant"] == focus).to_numpy() if focus else np.zeros(len(r), dtype=bool)
         finishes = tenant_finishes(tr, focus) if focus else []
-        gap = service_gap(tr, w_in, w_out)["gap"]
+        gap = (gaps[key] if gaps is not None else service_gap(tr, w_in, w_out))["gap"]
         rows.append({"policy": key,
                      "focus_finishes": " ".join(f"{rid}@{f}" for rid, f in finishes[:6])
                      + (" …" if len(finishes) > 6 else ""),
