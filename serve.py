@@ -5,11 +5,14 @@
 `streamlit run app.py` imports a page's modules (pandas, Plotly, the simulator, the figure
 builders) during the first visitor's first page, which then waits for them. Imported here,
 before the server listens, they cost the server's start instead (torch stays lazy: the Live
-engine page loads it in the background).
+engine page loads it in the background). It also skips a check Streamlit makes on its first
+element (skip_repl_check) and has the browser fetch Plotly's chunk while the frontend boots
+(preload_plotly; SCHEDLAB_PRELOAD=0 turns that off).
 """
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 from pathlib import Path
@@ -44,9 +47,45 @@ def skip_repl_check() -> bool:
     return True
 
 
+def preload_plotly() -> Path | None:
+    """Serve Streamlit's frontend with an index.html that asks for Plotly's chunk at once.
+
+    Streamlit's frontend imports its Plotly chunk (4.7 MB) only when the first chart arrives,
+    after the page has booted and connected: the parse then starts ~1.5 s after navigation.
+    A <link rel="modulepreload"> lets the browser fetch and compile it while the frontend boots.
+    The static folder is a temporary copy made of links to Streamlit's files, all but
+    index.html; Streamlit's static route follows links. Returns the folder, or None (and changes
+    nothing) when this Streamlit's files are not laid out as expected."""
+    import atexit
+    import shutil
+    import tempfile
+
+    import streamlit.file_util as file_util
+
+    src = Path(file_util.get_static_dir())
+    chunks = sorted((src / "static" / "js").glob("PlotlyChart.*.js"))
+    index = src / "index.html"
+    if len(chunks) != 1 or not index.is_file():
+        return None
+    html = index.read_text(encoding="utf-8")
+    if html.count("<head>") != 1:
+        return None
+    dst = Path(tempfile.mkdtemp(prefix="schedlab-static-"))
+    atexit.register(shutil.rmtree, dst, True)
+    for entry in src.iterdir():
+        if entry.name != "index.html":
+            (dst / entry.name).symlink_to(entry)
+    link = f'<link rel="modulepreload" href="./static/js/{chunks[0].name}" />'
+    (dst / "index.html").write_text(html.replace("<head>", "<head>\n    " + link, 1), encoding="utf-8")
+    file_util.get_static_dir = lambda: str(dst)
+    return dst
+
+
 if __name__ == "__main__":
     warm()
     skip_repl_check()
+    if os.environ.get("SCHEDLAB_PRELOAD", "1") != "0":  # 0: Streamlit's own index.html (for A/B runs)
+        preload_plotly()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *sys.argv[1:]]

@@ -28,3 +28,23 @@ def test_skip_repl_check_marks_streamlits_warning_as_considered():
     out = run_fresh("import streamlit.delta_generator as dg; before = dg._use_warning_has_been_displayed; "
                     "ok = serve.skip_repl_check(); print(before, ok, dg._use_warning_has_been_displayed)")
     assert out.stdout.split() == ["False", "True", "True"]
+
+
+PRELOAD_CHECK = """
+import re
+from pathlib import Path
+import streamlit.file_util as fu
+orig = Path(fu.get_static_dir())
+d = serve.preload_plotly()
+html = (d / "index.html").read_text()
+link = re.search(r'\\n    <link rel="modulepreload" href="\\./(static/js/PlotlyChart\\.[^"]+\\.js)" />', html)
+chunk = link.group(1)
+print(fu.get_static_dir() == str(d),                                   # Streamlit now serves the copy
+      (orig / chunk).is_file() and (d / chunk).resolve() == (orig / chunk).resolve(),
+      all((d / e.name).is_symlink() for e in orig.iterdir() if e.name != "index.html"),
+      html.replace(link.group(0), "") == (orig / "index.html").read_text())  # nothing else changed
+"""
+
+
+def test_preload_plotly_serves_an_index_that_asks_for_plotlys_chunk():
+    assert run_fresh(PRELOAD_CHECK).stdout.split() == ["True"] * 4

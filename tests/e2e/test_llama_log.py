@@ -13,8 +13,10 @@ LOG = Path(__file__).resolve().parents[1] / "fixtures" / "llama-logs" / "c392e50
 BATCHES = ".st-key-ll_batches .js-plotly-plot"
 
 
-def wait_ready(page: Page) -> None:
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=90_000)
+def wait_ready(page: Page, charts: int = 3) -> None:
+    """The page has drawn `charts` charts (the log's batches, its slot lanes, the call inspector;
+    one more with the re-simulation on) and finished running."""
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
 
@@ -43,4 +45,11 @@ def test_upload_a_real_log_and_see_its_batches(page: Page, app_url):
     assert page.locator(BATCHES).locator("g.trace.bars path").count() > 100
     legend = page.locator(BATCHES).locator("g.legend text.legendtext").all_text_contents()
     assert {"slot 0", "slot 1", "prompt chunk (hatched)"} <= set(legend)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+
+    # one click re-simulates the uploaded log's workload beside it
+    page.get_by_text("Re-simulate this workload").click()
+    wait_ready(page, 4)
+    expect(page.locator(".st-key-ll_cmp_batches .js-plotly-plot")).to_have_count(1)
+    expect(page.get_by_text("Simulated llama-server: model calls")).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
