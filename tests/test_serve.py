@@ -37,7 +37,7 @@ import streamlit.file_util as fu
 orig = Path(fu.get_static_dir())
 d = serve.preload_plotly()
 html = (d / "index.html").read_text()
-link = re.search(r'\\n    <link rel="modulepreload" href="\\./(static/js/PlotlyChart\\.[^"]+\\.js)" />', html)
+link = re.search(r'\\n    <link rel="modulepreload" crossorigin href="\\./(static/js/PlotlyChart\\.[^"]+\\.js)" />', html)
 chunk = link.group(1)
 print(fu.get_static_dir() == str(d),                                   # Streamlit now serves the copy
       (orig / chunk).is_file() and (d / chunk).resolve() == (orig / chunk).resolve(),
