@@ -16,9 +16,11 @@ added later are measured too.
   The page counts as settled once its title (h1) is there, the indicator has been gone and
   the chart count unchanged for 1.5 s, and as many charts are drawn as AppTest says the page
   sends (Plotly's JS chunk loads lazily, after the script has finished). Target: under 4 s.
+  Also shown: when the page's title appeared (its first text).
 - **Floor**: the same measurement on a bare Streamlit app with one three-point Plotly chart (what
   Streamlit's frontend and Plotly's ~4.7 MB JavaScript cost before a page does any work), and
-  with four such charts (what each further chart costs to draw).
+  with four such charts (what each further chart costs to draw); started with serve.py's
+  Plotly preload, like the dashboard. ``SCHEDLAB_PRELOAD=0`` runs both without it.
 - **Largest figure**: the JSON size of each st.plotly_chart the page sends (AppTest,
   ``at.get("plotly_chart")`` proto.spec), the default settings, the largest one named.
 - **Animation**: the Playback page with a generated 5,000-step workload uploaded through the
@@ -96,9 +98,14 @@ def pages_from_app(app: Path = ROOT / "app.py") -> list[dict]:
 
 # How the dashboard starts: the README's command (serve.py: modules imported before the server
 # listens); BENCH_LAUNCH=streamlit: plain `streamlit run app.py` (the first visit imports them).
-# Other apps (the floor) always start with plain `streamlit run app.py`.
+# Other apps (the floor) start with `streamlit run app.py`, with serve.py's Plotly preload when the
+# dashboard has it (SCHEDLAB_PRELOAD=0 turns it off for both, for A/B runs).
 PLAIN = ["-m", "streamlit", "run", "app.py"]
 DASHBOARD = ["serve.py"] if os.environ.get("BENCH_LAUNCH", "serve") == "serve" else PLAIN
+PRELOADED = ["-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import serve; serve.preload_plotly(); "
+                   "from streamlit.web import cli; sys.argv = ['streamlit', 'run', 'app.py', *sys.argv[1:]]; "
+                   "sys.exit(cli.main())"]
+OTHER_APPS = PRELOADED if DASHBOARD != PLAIN and os.environ.get("SCHEDLAB_PRELOAD", "1") != "0" else PLAIN
 
 
 class Server:
@@ -112,7 +119,7 @@ class Server:
         self.log = tempfile.NamedTemporaryFile(prefix="bench-pages-", suffix=".log", delete=False)
         env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
         self.proc = subprocess.Popen(
-            [sys.executable, *(DASHBOARD if cwd == ROOT else PLAIN), "--server.headless", "true",
+            [sys.executable, *(DASHBOARD if cwd == ROOT else OTHER_APPS), "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
             cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -182,7 +189,8 @@ def render_once(browser, url: str, expect_charts: int = 0, timeout_s: float = 12
                 break
         b = page.evaluate("() => window.__bench")
         end_ms = max([b["content"], b["lastBusy"], *b["drawn"]])
-        return {"render_s": end_ms / 1000, "script_s": max(b["content"], b["lastBusy"]) / 1000,
+        return {"render_s": end_ms / 1000, "text_s": b["content"] / 1000,
+                "script_s": max(b["content"], b["lastBusy"]) / 1000,
                 "charts_s": max(b["drawn"], default=0) / 1000, "charts": b["charts"], "settled": settled,
                 "exceptions": page.get_by_test_id("stException").count()}
     finally:
@@ -331,7 +339,7 @@ def main() -> int:
                         if shared is None:
                             srv.stop()
                     row["renders"].append(r)
-                for k in ("render_s", "script_s", "charts_s"):
+                for k in ("render_s", "text_s", "script_s", "charts_s"):
                     row[k] = statistics.median(r[k] for r in row["renders"])
                 row["settled"] = all(r["settled"] for r in row["renders"])
                 row["charts"] = row["renders"][-1]["charts"]
@@ -355,7 +363,8 @@ def main() -> int:
     print()
     print(f"machine: {os.cpu_count()} CPUs, load average {load_before[0]:.1f} before / {load_after[0]:.1f} after "
           f"(1 min); other work on the machine slows every number below")
-    print(f"{'page':<42} {'first render':>12} {'script':>7} {'charts':>6} {'largest figure':>26} {'all figures':>11}  ")
+    print(f"{'page':<42} {'first render':>12} {'title':>6} {'script':>7} {'charts':>6} {'largest figure':>26} "
+          f"{'all figures':>11}  ")
     for r in results:
         if r.get("missing"):
             print(f"{r['title']:<42} {'(no file)':>12}")
@@ -366,10 +375,11 @@ def main() -> int:
                 else ("-" if "largest_bytes" in r else "n/a"))
         total = f"{r['total_bytes'] / 1024:,.0f} KB" if r.get("total_bytes") else "-"
         flags = ("" if r["settled"] else " (never settled)") + (f" {r['exceptions']} exception(s)!" if r["exceptions"] else "")
-        print(f"{r['title'][:42]:<42} {r['render_s']:>10.2f} s {r['script_s']:>5.1f} s {r['charts']:>6} {size:>26} "
+        print(f"{r['title'][:42]:<42} {r['render_s']:>10.2f} s {r['text_s']:>4.1f} s {r['script_s']:>5.1f} s "
+              f"{r['charts']:>6} {size:>26} "
               f"{total:>11}  {mark}{runs}{flags}")
-    print("first render: navigation to the last chart drawn and the Running indicator gone; script: to the "
-          "Running indicator last seen (the page's Python run)")
+    print("first render: navigation to the last chart drawn and the Running indicator gone; title: to the page's "
+          "title shown (its first text); script: to the Running indicator last seen (the page's Python run)")
     if floor:
         print(f"floor: a bare Streamlit app with one 3-point Plotly chart, fresh server: "
               f"{statistics.median(floor):.2f} s ({', '.join(f'{x:.1f}' for x in floor)}); with four such charts: "
