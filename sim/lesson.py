@@ -39,7 +39,7 @@ from sim.cost import (
     transfer_ms,
 )
 from sim.admission import QueueSetup, window_stats
-from sim.simulate import simulate
+from sim.simulate import RunColumns, simulate
 from sim.trace import Trace
 from sim.workload import Request, Workload
 
@@ -158,23 +158,24 @@ def long_prompt_case(decoders: int, prompt_tokens: int, budget: int | None, arri
     return Workload(reqs), config, horizon
 
 
-def long_prompt_summary(trace: Trace, horizon: int) -> dict[str, Any]:
-    """What :func:`decoders_with_long_prompt` reports, read off a run of :func:`long_prompt_case`."""
+def long_prompt_summary(trace: Trace | RunColumns, horizon: int) -> dict[str, Any]:
+    """What :func:`decoders_with_long_prompt` reports, read off a run of :func:`long_prompt_case`
+    (its Trace, or the RunColumns a budget sweep asks simulate for)."""
     # plain arrays, not pandas indexing: a budget sweep calls this once per budget
     s, b = trace.steps, trace.batch
-    st, tok = s["step"].to_numpy(dtype=np.int64), s["num_tokens"].to_numpy(dtype=np.int64)
-    start, end = s["start"].to_numpy(dtype=float), s["end"].to_numpy(dtype=float)
-    b_step, b_req = b["step"].to_numpy(dtype=np.int64), b["request"].to_numpy()
+    st, tok = np.asarray(s["step"], dtype=np.int64), np.asarray(s["num_tokens"], dtype=np.int64)
+    start, end = np.asarray(s["start"], dtype=float), np.asarray(s["end"], dtype=float)
+    b_step, b_req = np.asarray(b["step"], dtype=np.int64), np.asarray(b["request"], dtype=object)
     is_long = b_req == "long"
-    chunk_at = dict(zip(b_step[is_long].tolist(), b["tokens"].to_numpy(dtype=np.int64)[is_long].tolist()))
+    chunk_at = dict(zip(b_step[is_long].tolist(), np.asarray(b["tokens"], dtype=np.int64)[is_long].tolist()))
     steps = [{"step": i, "tokens": n, "chunk": chunk_at.get(i, 0), "cost": e - a, "clock": e}
              for i, n, a, e in zip(st.tolist(), tok.tolist(), start.tolist(), end.tolist()) if i <= horizon]
-    d0 = b_step[(b_req == "d0") & b["sampled"].to_numpy(dtype=bool) & (b_step <= horizon)]
+    d0 = b_step[(b_req == "d0") & np.asarray(b["sampled"], dtype=bool) & (b_step <= horizon)]
     end_of = dict(zip(st.tolist(), end.tolist()))
     times = np.array([0.0] + [end_of.get(i, np.nan) for i in d0.tolist()])
     r = trace.requests
-    k = int(np.flatnonzero(r["request"].to_numpy() == "long")[0])
-    first = float(r["first_token_time"].to_numpy(dtype=float)[k] - r["arrival_time"].to_numpy(dtype=float)[k])
+    k = int(np.flatnonzero(np.asarray(r["request"], dtype=object) == "long")[0])
+    first = float(np.asarray(r["first_token_time"], dtype=float)[k] - np.asarray(r["arrival_time"], dtype=float)[k])
     return {"steps": steps, "prompt_steps": int(is_long.sum()), "first_token": first,
             "worst_gap": float(np.diff(times).max())}
 

@@ -240,7 +240,7 @@ def budget_sweep(decoders: int, prompt_tokens: int, cost: CostModel, budgets: Se
     rows = []
     for budget in sorted({int(b) for b in budgets}):
         wl, config, horizon = long_prompt_case(decoders, prompt_tokens, budget)
-        run = long_prompt_summary(simulate(wl, config, cost=cost), horizon)
+        run = long_prompt_summary(simulate(wl, config, cost=cost, columns=True), horizon)
         rows.append({"budget": budget, "steps": run["prompt_steps"], "first_token": run["first_token"],
                      "worst_gap": run["worst_gap"]})
     if not rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from sim import lesson, sweeps
@@ -97,6 +98,21 @@ def test_batching_inputs():
 
 
 # --- Examples 4 and 5 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [64, 300, 4004])
+def test_a_sweeps_column_run_reads_as_its_trace(budget):
+    """simulate(columns=True) skips the pandas tables; the columns are the Trace's, value for value."""
+    wl, config, horizon = lesson.long_prompt_case(4, 4000, budget)
+    trace = simulate(wl, config, cost=cost_from_preset("rtx4090-8B"))
+    cols = simulate(wl, config, cost=cost_from_preset("rtx4090-8B"), columns=True)
+    assert lesson.long_prompt_summary(cols, horizon) == lesson.long_prompt_summary(trace, horizon)
+    for table, got in (("steps", cols.steps), ("batch", cols.batch), ("requests", cols.requests)):
+        want = getattr(trace, table)
+        for c in ("step", "tokens", "request", "kind", "start", "end", "first_token_time", "finish_step"):
+            if c in got:
+                assert [None if x is None or x != x else x for x in got[c]] == \
+                    [None if x is None or x != x or x is pd.NA else x for x in want[c].tolist()], (table, c)
 
 
 def test_interference_case_is_example_4():
