@@ -50,22 +50,30 @@ def _engine():
 
 
 @st.cache_resource(show_spinner=False)
-def _torch_preload() -> dict:
-    """Import torch (about 2 s) in the background, once per server, so the page draws without
-    waiting for it and Start rarely does; {"device": "cpu" | "cuda"} once it has loaded."""
-    found: dict = {}
+def _torch_found() -> dict:
+    """{"device": "cpu" | "cuda"} once torch has loaded (start_torch_preload), else empty."""
+    return {}
+
+
+@st.cache_resource(show_spinner=False)
+def start_torch_preload() -> threading.Thread:
+    """Import torch (about 2 s) in the background, once per server, so Start rarely waits for
+    it. Called at the end of the page: the import holds the GIL much of the time, and started
+    before the page had drawn it held back the page's first text by about 1.5 s."""
+    found = _torch_found()
 
     def load():
         from engine.device import resolve_device
 
         found["device"] = str(resolve_device("auto"))
 
-    threading.Thread(target=load, name="torch-preload", daemon=True).start()
-    return found
+    thread = threading.Thread(target=load, name="torch-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 svc, EngineConfig, MODEL_PRESETS = _engine()
-AUTO_DEVICE = _torch_preload().get("device")  # None until torch has loaded
+AUTO_DEVICE = _torch_found().get("device")  # None until torch has loaded
 SID = ss.setdefault("le_session", uuid.uuid4().hex[:10])  # this browser tab
 
 S = PageSettings("le", [
@@ -441,3 +449,5 @@ def run_views() -> None:
 
 if not (running or not live.steps):
     run_views()
+
+start_torch_preload()  # last: the page has drawn by now
