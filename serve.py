@@ -47,17 +47,44 @@ def skip_repl_check() -> bool:
     return True
 
 
+def _plotly_chunks(static: Path, html: str) -> list[str] | None:
+    """Plotly's chunk and the chunks it imports, as index.html names them ("static/js/..."):
+    read off the frontend's entry module (index.html's module script), which lists each lazy
+    chunk's dependencies for its own preloading (`__vite__mapDeps`). None when the files are
+    not laid out as expected."""
+    import json
+    import re
+
+    js = static / "static" / "js"
+    chunks = sorted(js.glob("PlotlyChart.*.js"))
+    scripts = re.findall(r'<script type="module"[^>]*\ssrc="\./(static/js/[^"]+\.js)"', html)
+    if len(chunks) != 1 or len(scripts) != 1 or not (static / scripts[0]).is_file():
+        return None
+    entry = (static / scripts[0]).read_text(encoding="utf-8")
+    files = re.search(r"m\.f=(\[[^\]]*\])", entry)
+    deps = re.search(re.escape(chunks[0].name) + r"`\),__vite__mapDeps\((\[[0-9,]*\])\)", entry)
+    names = [chunks[0].name]
+    if files and deps:
+        try:
+            listed = json.loads(files.group(1))
+            names += [listed[i].removeprefix("./") for i in json.loads(deps.group(1))]
+        except (ValueError, IndexError):
+            pass
+    return [f"static/js/{n}" for n in dict.fromkeys(names) if n.endswith(".js") and (js / n).is_file()]
+
+
 def preload_plotly() -> Path | None:
     """Serve Streamlit's frontend with an index.html that asks for Plotly's chunk at once.
 
     Streamlit's frontend imports its Plotly chunk (4.7 MB) only when the first chart arrives,
-    after the page has booted and connected: the parse then starts ~1.5 s after navigation.
-    A <link rel="modulepreload"> lets the browser fetch and parse it while the frontend boots
-    (its evaluation, 1.0-1.3 s on the main thread, still waits for the first chart: done in the
-    first idle moment instead, it held back the page's first text by about a second).
-    The static folder is a temporary copy made of links to Streamlit's files, all but
-    index.html; Streamlit's static route follows links. Returns the folder, or None (and changes
-    nothing) when this Streamlit's files are not laid out as expected."""
+    after the page has booted and connected: the parse then starts ~1.5 s after navigation,
+    and the evaluation waits for the chunks Plotly's imports, fetched among the page's widget
+    chunks. <link rel="modulepreload"> lines let the browser fetch and parse them all while the
+    frontend boots (the evaluation, 1.0-1.3 s on the main thread, still waits for the first
+    chart: done in the first idle moment instead, it held back the page's first text by about
+    a second). The static folder is a temporary copy made of links to Streamlit's files, all
+    but index.html; Streamlit's static route follows links. Returns the folder, or None (and
+    changes nothing) when this Streamlit's files are not laid out as expected."""
     import atexit
     import shutil
     import tempfile
@@ -65,20 +92,21 @@ def preload_plotly() -> Path | None:
     import streamlit.file_util as file_util
 
     src = Path(file_util.get_static_dir())
-    chunks = sorted((src / "static" / "js").glob("PlotlyChart.*.js"))
     index = src / "index.html"
-    if len(chunks) != 1 or not index.is_file():
+    if not index.is_file():
         return None
     html = index.read_text(encoding="utf-8")
-    if html.count("<head>") != 1:
+    chunks = _plotly_chunks(src, html)
+    if not chunks or html.count("<head>") != 1:
         return None
+    links = "".join(f'\n    <link rel="modulepreload" crossorigin href="./{c}" />' for c in chunks
+                    if f'href="./{c}"' not in html)
     dst = Path(tempfile.mkdtemp(prefix="schedlab-static-"))
     atexit.register(shutil.rmtree, dst, True)
     for entry in src.iterdir():
         if entry.name != "index.html":
             (dst / entry.name).symlink_to(entry)
-    link = f'<link rel="modulepreload" crossorigin href="./static/js/{chunks[0].name}" />'
-    (dst / "index.html").write_text(html.replace("<head>", "<head>\n    " + link, 1), encoding="utf-8")
+    (dst / "index.html").write_text(html.replace("<head>", "<head>" + links, 1), encoding="utf-8")
     file_util.get_static_dir = lambda: str(dst)
     return dst
 

@@ -37,14 +37,19 @@ import streamlit.file_util as fu
 orig = Path(fu.get_static_dir())
 d = serve.preload_plotly()
 html = (d / "index.html").read_text()
-link = re.search(r'\\n    <link rel="modulepreload" crossorigin href="\\./(static/js/PlotlyChart\\.[^"]+\\.js)" />', html)
-chunk = link.group(1)
+added = re.findall(r'\\n    <link rel="modulepreload" crossorigin href="\\./(static/js/[^"]+\\.js)" />', html)
+stripped = html
+for a in added:
+    stripped = stripped.replace(f'\\n    <link rel="modulepreload" crossorigin href="./{a}" />', "", 1)
+entry = (orig / re.search(r'<script type="module"[^>]*src="\\./(static/js/[^"]+)"', html).group(1)).read_text()
 print(fu.get_static_dir() == str(d),                                   # Streamlit now serves the copy
-      (orig / chunk).is_file() and (d / chunk).resolve() == (orig / chunk).resolve(),
+      bool(re.fullmatch(r"static/js/PlotlyChart\\.[^/]+\\.js", added[0])),   # Plotly's chunk first,
+      len(added) > 1 and all(a.split("/")[-1] in entry for a in added[1:]),  # then chunks the entry lists
+      all((orig / a).is_file() and (d / a).resolve() == (orig / a).resolve() for a in added),
       all((d / e.name).is_symlink() for e in orig.iterdir() if e.name != "index.html"),
-      html.replace(link.group(0), "") == (orig / "index.html").read_text())  # nothing else changed
+      stripped == (orig / "index.html").read_text())                   # nothing else changed
 """
 
 
-def test_preload_plotly_serves_an_index_that_asks_for_plotlys_chunk():
-    assert run_fresh(PRELOAD_CHECK).stdout.split() == ["True"] * 4
+def test_preload_plotly_serves_an_index_that_asks_for_plotlys_chunks():
+    assert run_fresh(PRELOAD_CHECK).stdout.split() == ["True"] * 6
