@@ -410,12 +410,12 @@ elif ss["keep_ll_resim"]:
         tab1, tab2 = st.tabs(["Batches", "Slot lanes"], key="ll_cmp_tab", on_change="rerun")
         with tab1:
             if tab1.open:
-                st.plotly_chart(from_spec(resim_figure(key, cfg_key, "batch", logy, runs)), key="ll_cmp_batches", theme=None,
-                                config=CONFIG)
+                st.plotly_chart(from_spec(resim_figure(key, cfg_key, "batch", logy, runs)), key="ll_cmp_batches",
+                                theme=None, config=CONFIG)
         with tab2:
             if tab2.open:
-                st.plotly_chart(from_spec(resim_figure(key, cfg_key, "lanes", logy, runs)), key="ll_cmp_lanes", theme=None,
-                                config=CONFIG)
+                st.plotly_chart(from_spec(resim_figure(key, cfg_key, "lanes", logy, runs)), key="ll_cmp_lanes",
+                                theme=None, config=CONFIG)
         st.dataframe(table, hide_index=True, key="ll_resim_table",
                      column_config={c: st.column_config.NumberColumn(format="%.4g") for c in table.columns[1:]})
         with st.expander(f"TTFT per task ({'ms' if wall else 'model calls'})"):
