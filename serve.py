@@ -101,12 +101,15 @@ def preload_plotly() -> Path | None:
         return None
     links = "".join(f'\n    <link rel="modulepreload" crossorigin href="./{c}" />' for c in chunks
                     if f'href="./{c}"' not in html)
-    dst = Path(tempfile.mkdtemp(prefix="schedlab-static-"))
-    atexit.register(shutil.rmtree, dst, True)
-    for entry in src.iterdir():
-        if entry.name != "index.html":
-            (dst / entry.name).symlink_to(entry)
-    (dst / "index.html").write_text(html.replace("<head>", "<head>" + links, 1), encoding="utf-8")
+    try:
+        dst = Path(tempfile.mkdtemp(prefix="schedlab-static-"))
+        atexit.register(shutil.rmtree, dst, True)
+        for entry in src.iterdir():
+            if entry.name != "index.html":
+                (dst / entry.name).symlink_to(entry)
+        (dst / "index.html").write_text(html.replace("<head>", "<head>" + links, 1), encoding="utf-8")
+    except OSError:  # no writable temp folder, no symlinks: Streamlit's own files, as they are
+        return None
     file_util.get_static_dir = lambda: str(dst)
     return dst
 

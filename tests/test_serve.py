@@ -53,3 +53,10 @@ print(fu.get_static_dir() == str(d),                                   # Streaml
 
 def test_preload_plotly_serves_an_index_that_asks_for_plotlys_chunks():
     assert run_fresh(PRELOAD_CHECK).stdout.split() == ["True"] * 6
+
+
+def test_preload_plotly_changes_nothing_without_a_writable_temp_folder():
+    out = run_fresh("import os, tempfile; import streamlit.file_util as fu; before = fu.get_static_dir(); "
+                    "tempfile.tempdir = '/nonexistent/schedlab'; print(serve.preload_plotly(), "
+                    "fu.get_static_dir() == before)")
+    assert out.stdout.split() == ["None", "True"]
