@@ -84,7 +84,8 @@ def preload_plotly() -> Path | None:
     chart: done in the first idle moment instead, it held back the page's first text by about
     a second). The static folder is a temporary copy made of links to Streamlit's files, all
     but index.html; Streamlit's static route follows links. Returns the folder, or None (and
-    changes nothing) when this Streamlit's files are not laid out as expected."""
+    changes nothing) when this Streamlit's files are not laid out as expected or the copy cannot
+    be made."""
     import atexit
     import shutil
     import tempfile
