@@ -16,8 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .animate import assemble, axes, axis_key, subplot_layout
-from .common import REJECT, pick_frames, play_controls
-from .playback import FONT, TEMPLATE
+from .common import FONT, REJECT, TEMPLATE, pick_frames, play_controls
 
 RUN_COLOURS = ["#C0392B", "#2563EB", "#059669", "#9333EA"]
 MAX_POINTS = 2000  # points per curve; longer runs are thinned (every k-th tick, the last kept)

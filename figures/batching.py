@@ -15,8 +15,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .compare import lockstep_figure
-from .common import themed
-from .playback import FONT
+from .common import FONT, themed
 
 STATIC, CONTINUOUS, RETURN = "#8C9BAB", "#59A14F", "#111827"
 

@@ -30,8 +30,9 @@ MAX_BARS = 2000  # past this, per-step bars are aggregated into bins
 MAX_HOVER_CELLS = 60_000  # per-cell hover text only below this many cells
 MAX_LABEL_CELLS = 400  # cell labels (request id in the cell) only for small grids
 
-# Every figure's look: plotly's white template.
+# Every figure's look: plotly's white template and one font.
 TEMPLATE = pio.templates["plotly_white"]
+FONT = {"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2937"}
 
 
 def themed(fig: go.Figure) -> go.Figure:

@@ -20,8 +20,8 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import MAX_BARS, pick_frames, play_controls, themed
-from .playback import FONT, TEMPLATE, lane_traces
+from .common import FONT, MAX_BARS, TEMPLATE, pick_frames, play_controls, themed
+from .playback import lane_traces
 
 FASTER, SLOWER, SAME = "#2E7D32", "#C0392B", "#9CA3AF"
 

@@ -16,8 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import play_controls, themed
-from .playback import FONT
+from .common import FONT, play_controls, themed
 
 PREFILL = "#111827"
 OVERHEAD = "#9CA3AF"

@@ -19,8 +19,8 @@ from plotly.subplots import make_subplots
 from sim.live import PHASES, throughput
 from sim.trace import Trace
 
-from .common import MAX_BARS, PREEMPT, REQUEST_PALETTE, themed
-from .playback import FONT, TEMPLATE, lane_traces
+from .common import FONT, MAX_BARS, PREEMPT, REQUEST_PALETTE, TEMPLATE, themed
+from .playback import lane_traces
 
 PHASE_LABELS = {"t_schedule": "schedule", "t_swap": "swap", "t_prepare": "prepare", "t_forward": "forward",
                 "t_sample": "sample", "t_update": "update"}

@@ -19,8 +19,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import KIND_COLOURS, pick_frames, play_controls, themed
-from .playback import FONT, TEMPLATE
+from .common import FONT, KIND_COLOURS, TEMPLATE, pick_frames, play_controls, themed
 
 LONG = "long"
 STALL, LONGER, NORMAL = "#C0392B", "#E8A33D", "#9CA3AF"  # waits: 1.5x the usual or more, a little longer, usual

@@ -23,8 +23,9 @@ from sim.analysis import block_owner_frames
 from sim.trace import Trace
 
 from .animate import assemble, axes, axis_key, subplot_layout, with_redraw
-from .common import CACHED_FREE, FREE, NULL_BLOCK, PREEMPT, colour_codes, pick_frames, play_controls, request_colour
-from .playback import FONT, TEMPLATE, kv_map_figure
+from .common import (CACHED_FREE, FONT, FREE, NULL_BLOCK, PREEMPT, TEMPLATE, colour_codes, pick_frames, play_controls,
+                     request_colour)
+from .playback import kv_map_figure
 
 MAX_FRAME_BLOCKS = 32 * 32  # block maps up to 32x32 animate in the browser
 MAX_FRAMES = 2000  # at most this many frames (longer runs: every k-th step)

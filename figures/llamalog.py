@@ -21,14 +21,11 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from sim.trace import Trace
 
-from .common import MAX_BARS, PREEMPT, REQUEST_PALETTE
+from .common import FONT, MAX_BARS, PREEMPT, REQUEST_PALETTE, TEMPLATE
 
-TEMPLATE = pio.templates["plotly_white"]
-FONT = {"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2937"}
 SLOT_PALETTE = REQUEST_PALETTE
 MAX_LANE_BARS = 2000
 KIND_ORDER = ("decode", "prefill", "recompute")

@@ -14,20 +14,18 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import (TEMPLATE, CACHED_FREE, EMPTY, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS, MAX_GRID_COLUMNS,
-                     MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, colour_codes, discrete_colorscale,
-                     legend_swatch, pick_frames, play_controls, request_colour, themed)
+from .common import (CACHED_FREE, EMPTY, FONT, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS, MAX_GRID_COLUMNS,
+                     MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, TEMPLATE, colour_codes,
+                     discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed)
 
 KIND_CODE = {"prefill": 0, "decode": 1, "recompute": 2, "padding": 3}
 # drawn over the request colour: prefill lighter, recompute darker, padding almost blank
 KIND_SHADE = {0: "rgba(255,255,255,0.50)", 1: "rgba(0,0,0,0)", 2: "rgba(20,20,20,0.40)",
               3: "rgba(255,255,255,0.85)"}
-FONT = {"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2937"}
 
 
 def request_index(trace: Trace) -> dict[str, int]:

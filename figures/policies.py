@@ -19,8 +19,8 @@ from sim.analysis import waiting_ages
 from sim.trace import Trace
 
 from .animate import assemble, axes, axis_key, subplot_layout
-from .common import MAX_HOVER_CELLS, pick_frames, play_controls, request_colour
-from .playback import FONT, TEMPLATE, _curtain
+from .common import FONT, MAX_HOVER_CELLS, TEMPLATE, pick_frames, play_controls, request_colour
+from .playback import _curtain
 
 RUNNING = "#1F2937"  # a cell where the request is being served
 AGE_SCALE = [[0.0, "#FFF7BC"], [0.25, "#FEC44F"], [0.5, "#FB8C3C"], [0.75, "#E3452B"], [1.0, "#7F0000"]]

@@ -19,8 +19,7 @@ from sim.fairness import request_segments
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import MAX_BARS, REQUEST_PALETTE, pick_frames, play_controls, themed
-from .playback import FONT, TEMPLATE
+from .common import FONT, MAX_BARS, REQUEST_PALETTE, TEMPLATE, pick_frames, play_controls, themed
 
 SHORT_TITLES = {"fcfs": "FCFS", "round_robin": "Round-robin", "cap": "Round-robin + cap", "vtc": "VTC"}
 POLICY_COLOURS = {"fcfs": "#6B7280", "round_robin": "#4E79A7", "cap": "#B07AA1", "vtc": "#2E9E5B"}

@@ -15,8 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .animate import assemble
-from .common import pick_frames, play_controls
-from .playback import FONT, TEMPLATE
+from .common import FONT, TEMPLATE, pick_frames, play_controls
 
 WEIGHTS, KV, STEP, MEMORY, COMPUTE, OVER = "#4E79A7", "#F28E2B", "#111827", "#4E79A7", "#E15759", "#C0392B"
 FREE_MEM = "#E5E7EB"
