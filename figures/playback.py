@@ -1,9 +1,10 @@
 """Figures for the Playback page: pure functions from a Trace to Plotly figures (and tables).
 
 - occupancy_figure: slot lanes x steps heatmap (colour = request), prefill/recompute/padding
-  shaded over it, preemptions marked, animated by a moving curtain (frames carry 2 shapes).
+  shaded over it, preemptions marked, rejected arrivals marked in a strip above the lanes, animated by a
+  moving curtain (frames carry 2 shapes).
 - step_tokens_figure: tokens per step by kind (stacked), the token budget, the waiting queue,
-  preemption markers.
+  preemption and rejection markers.
 - kv_map_figure: the KV block map at the end of one step.
 - inspector_tables: the batch and the events of one step.
 """
@@ -19,7 +20,7 @@ from sim.trace import Trace
 
 from .animate import assemble
 from .common import (CACHED_FREE, EMPTY, FONT, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS, MAX_GRID_COLUMNS,
-                     MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, TEMPLATE, colour_codes,
+                     MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, REJECT, TEMPLATE, colour_codes,
                      discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed)
 
 KIND_CODE = {"prefill": 0, "decode": 1, "recompute": 2, "padding": 3}
@@ -94,9 +95,32 @@ def _preemptions(trace: Trace) -> pd.DataFrame:
     return m.drop(columns="_s")
 
 
+def rejections(trace: Trace) -> pd.DataFrame:
+    """Arrivals turned away (queue full), per step: step, count, and who (the first few names)."""
+    ev = trace.events
+    rej = ev[ev["kind"].to_numpy() == "reject"]
+    if rej.empty:
+        return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "count": pd.Series([], dtype=np.int64),
+                             "who": pd.Series([], dtype=object)})
+    g = rej.groupby("step", sort=True)["request"]
+    who = g.agg(lambda r: ", ".join(map(str, r.iloc[:4])) + (f" and {len(r) - 4} more" if len(r) > 4 else ""))
+    return pd.DataFrame({"step": g.size().index.to_numpy(dtype=np.int64), "count": g.size().to_numpy(),
+                         "who": who.to_numpy()})
+
+
+def _rejection_marks(rej: pd.DataFrame, y, size: int, **axes) -> dict:
+    return {"type": "scattergl" if len(rej) > 2000 else "scatter", "name": "rejected (queue full)",
+            "x": rej["step"].to_numpy(), "y": y, "mode": "markers", "cliponaxis": False,
+            "marker": {"symbol": "triangle-down", "size": size, "color": REJECT, "line": {"width": 1, "color": "white"}},
+            "customdata": np.stack([rej["count"].to_numpy(), rej["who"].astype(str).to_numpy()], axis=-1),
+            "hovertemplate": "step %{x}: %{customdata[0]} arrival(s) rejected, the queue was full"
+                             "<br>%{customdata[1]}<extra></extra>", **axes}
+
+
 def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
     """The slot-lane traces as plain dicts (heatmap first, then kind shading, legend swatches and
-    preemption markers, on axes x/y) and facts about them: steps shown, slots, stride.
+    preemption markers, rejection markers above the lanes, on axes x/y) and facts about
+    them: steps shown, slots, stride.
 
     Shared by occupancy_figure and any figure that puts lanes in a subplot (set each dict's
     "xaxis"/"yaxis").
@@ -161,6 +185,9 @@ def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
                      "customdata": np.stack([pre["request"].astype(str).to_numpy(),
                                              pre["detail"].astype(str).to_numpy()], axis=-1),
                      "hovertemplate": "step %{x}: %{customdata[0]} preempted<br>%{customdata[1]}<extra></extra>"})
+    rej = rejections(trace)
+    if len(rej):   # a rejected request never held a slot: its mark sits in a strip above slot 0
+        data.append(_rejection_marks(rej, np.full(len(rej), -0.85), 11 if n_slots <= 40 else 8))
 
     return data, {"steps": steps, "slots": n_slots, "stride": stride}
 
@@ -254,6 +281,16 @@ def step_tokens_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=waiting, mode="lines", yaxis="y2",
                              name="waiting requests", line={"color": "#9333EA", "width": 1.5, "shape": "hv"},
                              hovertemplate="step %{x}<br>%{y:.4~g} waiting<extra></extra>"))
+    rej = rejections(trace)
+    if len(rej):   # on the waiting line: the queue was full when they came
+        if k > 1:
+            b = np.minimum((rej["step"].to_numpy() - steps[0]) // k, len(x) - 1)
+            rej = rej.assign(step=x[b].astype(np.int64)).groupby("step", as_index=False).agg(
+                count=("count", "sum"), who=("who", lambda w: "; ".join(w.iloc[:2]) + ("; …" if len(w) > 2 else "")))
+            y = waiting[np.minimum((rej["step"].to_numpy() - steps[0]) // k, len(x) - 1)]
+        else:
+            y = pd.Series(waiting, index=steps).reindex(rej["step"].to_numpy()).to_numpy()
+        fig.add_trace(_rejection_marks(rej, y, 9, yaxis="y2"))
     _base_layout(fig, 300, barmode="stack", bargap=0.15 if k == 1 and len(x) <= 200 else 0,
                  legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "traceorder": "normal"},
                  yaxis2={"title": {"text": "waiting", "font": {"color": "#9333EA"}}, "overlaying": "y",

@@ -149,8 +149,10 @@ st.subheader("Slot lanes")
 st.caption(
     "One row per slot (a running request's place in the batch), one column per step. The colour says which "
     "request ran there; a lighter shade is prompt work (prefill), full colour is decoding one token, a dark "
-    "shade is recomputing what a preemption threw away, and a red × marks a preemption. Press ▶ Play to "
-    "reveal the run step by step, or drag the slider under the chart.")
+    "shade is recomputing what a preemption threw away, and a red × marks a preemption. "
+    + ("A dark ▼ above the lanes marks arrivals turned away because the queue was full (they never ran). "
+       if (trace.events["kind"] == "reject").any() else "")
+    + "Press ▶ Play to reveal the run step by step, or drag the slider under the chart.")
 st.plotly_chart(occupancy_figure(trace), key="occupancy", theme=None, config={"displaylogo": False})
 
 st.subheader("Tokens per step")

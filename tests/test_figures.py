@@ -189,3 +189,28 @@ def test_themed_gives_the_json_of_a_validated_template_and_leaves_the_template_a
     anim = go.Figure(go.Scatter(x=[1], y=[1]), frames=[go.Frame(name="0", layout={"title": {"text": "t"}})])
     again = from_spec(anim.to_plotly_json())
     assert json.loads(again.to_json()) == json.loads(anim.to_json())
+
+
+def test_rejected_arrivals_are_marked_on_lanes_and_tokens():
+    from figures.compare import lockstep_figure
+    from figures.playback import rejections, step_tokens_figure
+    from sim.workload import generate
+    wl = generate(30, seed=3, arrival="poisson", rate=0.9,
+                  config={"max_num_seqs": 3, "max_queued_requests": 2, "num_gpu_blocks": 400})
+    tr = simulate(wl)
+    ev = tr.events[tr.events["kind"] == "reject"]
+    assert len(ev) > 0
+    rej = rejections(tr)
+    assert rej["count"].sum() == len(ev) and rej["step"].tolist() == sorted(ev["step"].unique())
+    lanes = next(t for t in fp.occupancy_figure(tr).data if t.name == "rejected (queue full)")
+    assert list(lanes.x) == rej["step"].tolist() and all(y < -0.5 for y in lanes.y)  # above slot 0
+    assert [int(c) for c in lanes.customdata[:, 0]] == rej["count"].tolist()
+    tok = step_tokens_figure(tr)
+    marks = next(t for t in tok.data if t.name == "rejected (queue full)")
+    waiting = dict(zip(tr.steps["step"], tr.steps["waiting"]))
+    assert marks.yaxis == "y2" and list(marks.y) == [waiting[s] for s in rej["step"]]
+    binned = next(t for t in step_tokens_figure(tr, max_bars=10).data if t.name == "rejected (queue full)")
+    assert sum(int(c) for c in binned.customdata[:, 0]) == len(ev)
+    no_limit = simulate(wl, {"max_queued_requests": 0})
+    both = lockstep_figure(tr, no_limit)
+    assert [t.yaxis for t in both.data if t.name == "rejected (queue full)"] == ["y"]   # only A turned any away
