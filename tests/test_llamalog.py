@@ -364,6 +364,33 @@ def test_truncation_at_every_line_of_a_small_log():
     assert prev_steps == 5
 
 
+def test_truncation_at_every_line_of_an_old_build_log():
+    """The 2025-02 build's layout (OLD line families): cut at every line start through the first
+    tasks, then at every 3rd (every 50th in the start-up block), and inside every 8th cut line;
+    the rebuild grows with the cut, never breaks its invariants, and ends as the whole log's."""
+    log = FIX / OLD / "s5_prompt_cache_reuse.log"
+    data = log.read_bytes()
+    starts = [0] + [m.end() for m in re.finditer(rb"\n", data)]
+    first_task = data.index(b"new task, id = 0/1")
+    near = data.count(b"\n", 0, first_task) + 300   # every line of the first tasks, then every 3rd
+    cuts = [p for i, p in enumerate(starts) if (p >= first_task - 500 and (i < near or i % 3 == 0)) or i % 50 == 0]
+    cuts.append(len(data))
+    full = parsed(log)
+    n_batch = full.meta["n_batch"]
+    prev_steps = 0
+    for k, p in enumerate(cuts):
+        for cut in ((p, p + 7) if k % 8 == 0 else (p,)):
+            tr = read_llama_log(data[:cut])
+            s = tr.steps
+            assert (s["num_tokens"] <= n_batch).all()
+            assert (tr.batch["tokens"].dropna() >= 0).all()
+            assert set(tr.requests["finish_reason"]) <= {"stop", "limit", "context", "cancelled", "error",
+                                                          "unknown"}
+        assert len(s) >= prev_steps
+        prev_steps = len(s)
+    assert prev_steps == len(full.steps) and len(tr.batch) == len(full.batch)
+
+
 def test_cut_in_the_middle_of_a_batch_is_reported():
     data = (FIX / NEW / "s1_two_slots_chunked_prompt.log").read_bytes()
     i = data.index(b"cached n_tokens = 1020")
@@ -531,3 +558,19 @@ def test_cut_or_damaged_gzip_and_absurd_numbers():
     huge = huge.replace(b"n_tokens = 1, progress", b"n_tokens = 123456789012345678901234567890, progress")
     tr = read_llama_log(huge)
     assert len(tr.steps) == full and tr.meta["warnings"]
+
+
+def test_reading_streams_with_bounded_memory():
+    """The 32 MB soak log (gzipped here) parsed in a fresh process: the parse adds well under the
+    file's own size to the resident set (it reads blocks, never the whole file or its lines;
+    bench/bench_llamalog.py measured 22 MB for it and 42 MB for a 61 MB log)."""
+    import subprocess
+    import sys
+    code = ("import resource, sys; sys.path.insert(0, sys.argv[1]); from sim.llamalog import read_llama_log; "
+            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; tr = read_llama_log(sys.argv[2]); "
+            "print(len(tr.steps), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)")
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1]),
+                          str(FIX / NEW / "s8_soak.log.gz")], capture_output=True, text=True, check=True)
+    steps, added_kb = map(int, out.stdout.split())
+    assert steps > 10_000
+    assert added_kb < 64 * 1024, f"the parse added {added_kb / 1024:.0f} MB for a 32 MB log"

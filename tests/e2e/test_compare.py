@@ -20,6 +20,7 @@ def wait_ready(page: Page, charts: int) -> None:
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
 
 
 def veils(page: Page) -> tuple[float, float, int]:

@@ -28,6 +28,7 @@ def test_live_engine_steps_advance_in_the_browser(page, app_url):
     start = page.get_by_role("button", name="Start")
     expect(start).to_be_enabled(timeout=90_000)  # the first visit imports torch in the server
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
     start.click()
     expect(_badge(page, "running")).to_be_visible(timeout=60_000)
     print(f"\nlive engine: page + start {time.monotonic() - t0:.1f} s")
@@ -54,6 +55,7 @@ def test_live_engine_steps_advance_in_the_browser(page, app_url):
     expect(page.get_by_role("heading", name="Compare with the simulator")).to_be_visible(timeout=90_000)
     expect(_badge(page, "stopped")).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=60_000)
     print(f"live engine: stopped, run views shown after {time.monotonic() - t0:.1f} s")
     if SHOT:

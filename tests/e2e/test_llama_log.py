@@ -19,6 +19,7 @@ def wait_ready(page: Page, charts: int = 3) -> None:
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
 
 
 def test_upload_a_real_log_and_see_its_batches(page: Page, app_url):
@@ -46,6 +47,7 @@ def test_upload_a_real_log_and_see_its_batches(page: Page, app_url):
     legend = page.locator(BATCHES).locator("g.legend text.legendtext").all_text_contents()
     assert {"slot 0", "slot 1", "prompt chunk (hatched)"} <= set(legend)
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
 
     # one click re-simulates the uploaded log's workload beside it
     page.get_by_text("Re-simulate this workload").click()
@@ -53,3 +55,4 @@ def test_upload_a_real_log_and_see_its_batches(page: Page, app_url):
     expect(page.locator(".st-key-ll_cmp_batches .js-plotly-plot")).to_have_count(1)
     expect(page.get_by_text("Simulated llama-server: model calls")).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either

@@ -23,6 +23,7 @@ def test_playback_renders_and_play_advances(page, app_url):
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
     print(f"\nplayback first render: {time.monotonic() - t0:.1f} s")
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
     expect(page.get_by_role("heading", name="Playback")).to_be_visible()
 
     plot = page.locator(".js-plotly-plot").first  # the slot-lane animation

@@ -31,6 +31,7 @@ def test_page_renders_and_play_advances(page, app_url, path, heading, charts, an
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=150_000)
     print(f"\n{path} first render: {time.monotonic() - t0:.1f} s")
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
     expect(page.get_by_role("heading", name=heading)).to_be_visible()
     expect(page.get_by_text("Page not found")).to_have_count(0)
 
@@ -53,3 +54,4 @@ def test_page_renders_and_play_advances(page, app_url, path, heading, charts, an
     plot.locator(".updatemenu-button").filter(has_text="Pause").click()
     assert plot.evaluate(state) != before
     expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either

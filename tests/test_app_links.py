@@ -1,0 +1,49 @@
+"""A page's link reproduces its settings, on the pages whose own tests do not check it: change a
+control, the setting appears in st.query_params; open that link in a new session, the control
+comes back with the value; the page offers its settings as a file and takes one back."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+# page, widget key, new value, URL parameter, its text in the link, settings-panel name
+CASES = [
+    ("tenants", "keep_ten_slots", 6, "ten_slots", "6", "ten"),
+    ("disaggregation", "keep_dis_eff", 0.3, "dis_eff", "0.3", "dis"),
+    ("admission", "keep_adm_limit", 8, "adm_limit", "8", "adm"),
+    ("live_engine", "keep_le_seed", 7, "le_seed", "7", "le"),
+]
+
+
+def widget(at, key):
+    for kind in ("number_input", "slider", "selectbox", "toggle", "radio"):
+        for w in at.get(kind):
+            if getattr(w, "key", None) == key:
+                return w
+    raise KeyError(key)
+
+
+@pytest.mark.parametrize("page, key, value, param, text, panel", CASES, ids=[c[0] for c in CASES])
+def test_link_reproduces_a_changed_setting(page, key, value, param, text, panel):
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    assert widget(at, key).value != value
+    widget(at, key).set_value(value).run()
+    assert not at.exception, at.exception
+    assert at.query_params[param] == [text] or at.query_params[param] == text
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+    again = AppTest.from_file(APP, default_timeout=180)
+    for k, v in link.items():
+        again.query_params[k] = v
+    again.switch_page(f"pages/{page}.py").run()
+    assert not again.exception, again.exception
+    assert widget(again, key).value == value
+    keys = {getattr(b, "key", None) for b in again.get("download_button")}
+    assert f"ui_{panel}_settings_dl" in keys
+    assert any("settings" in (getattr(u, "key", "") or "") for u in again.get("file_uploader"))
