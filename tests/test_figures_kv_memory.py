@@ -76,3 +76,29 @@ def test_cost_figure_marks_the_lessons_point():
     assert mark["tokens"] == 2000 and round(mark["swap_ms"], 1) == 16.6 and round(mark["recompute_ms"], 1) == 388.9
     pts = [d for d in fig.data if d.name and d.name.startswith("this run")]
     assert list(pts[0].x) == [60, 112]
+
+
+def test_memory_figure_shows_cached_free_blocks_and_the_null_block():
+    """With prefix caching on, freed blocks that still hold a hashed prefix are drawn apart from
+    plain free ones (code -2, teal), and block 0 is vLLM's null block (code -3, dark) in every frame."""
+    from figures.common import CACHED_FREE, FREE, NULL_BLOCK
+    tr = simulate(scenarios.workload("prefix_sharing"))
+    assert tr.steps["cached_free_blocks"].max() > 0
+    held, tok, kinds, pre = _views(tr)
+    spec = json.loads(pio.to_json(memory_figure(tr, held, tok, kinds, pre)))
+    heat = spec["data"][0]
+    steps = tr.steps.set_index("step")["cached_free_blocks"]
+    seen_cached = False
+    for f in spec["frames"]:
+        z = decode(f["data"][0]["z"]).reshape(-1)
+        hover = np.asarray(f["data"][0]["customdata"]).reshape(-1)
+        assert z[0] == -3 and hover[0] == "block 0 · the null block (never allocated)"
+        n_cached = int((z == -2).sum())
+        assert n_cached == steps[int(f["name"])]   # as many as the run's cached-free count at that step
+        if n_cached:
+            seen_cached = True
+            i = int(np.flatnonzero(z == -2)[0])
+            assert hover[i] == f"block {i} · free, cached prefix"
+    assert seen_cached
+    colours = {c for _, c in heat["colorscale"]}
+    assert {CACHED_FREE, FREE, NULL_BLOCK} <= colours
