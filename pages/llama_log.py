@@ -350,6 +350,9 @@ elif ss["keep_ll_resim"]:
         b2.number_input("Batch size (-b)", *BOUNDS["max_num_batched_tokens"], step=64, key="keep_ll_nbatch")
         st.toggle("Continuous batching (-cb; off = -nocb)", key="keep_ll_cb",
                   help="Off: a prompt is only batched when no slot is generating.")
+        st.caption(f"Micro-batch (-ub) {fmt(meta.get('n_ubatch'))}, as logged, kept: it splits a call for "
+                   "computing, not what rides in it, so it moves no token between calls; on wall time the "
+                   "fitted cost already holds the log's splits (too few calls exceed -ub to fit a cost per piece).")
     with c2:
         st.markdown("**vLLM-style scheduling**")
         a, b2 = st.columns(2)

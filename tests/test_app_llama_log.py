@@ -89,6 +89,8 @@ def test_default_sample_parses_and_shows_the_batches(default_page):
     # knobs as the server ran
     assert at.number_input(key="keep_ll_slots").value == 2 and at.number_input(key="keep_ll_nbatch").value == 256
     assert at.query_params["ll_sample"] == "s1_new"
+    # -ub is the log's, said to move no token between calls
+    assert any(c.value.startswith("Micro-batch (-ub) 256, as logged, kept") for c in at.caption)
 
 
 def test_upload_a_real_log(default_page):
