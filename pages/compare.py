@@ -30,7 +30,7 @@ SIDES = ("a", "b")
 # per-side knob -> scheduler config key
 KNOBS = {"scheduler": "scheduler", "policy": "policy", "budget": "max_num_batched_tokens",
          "blocks": "num_gpu_blocks", "max_seqs": "max_num_seqs", "preemption": "preemption_mode",
-         "prefix": "enable_prefix_caching"}
+         "prefix": "enable_prefix_caching", "queue": "max_queued_requests"}
 CHANGE_LABELS = {"e2e": "End-to-end latency", "ttft": "Time to first token"}
 _D = SchedulerConfig()
 
@@ -47,7 +47,7 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
         ss[k(side, "policy")] = str(c["policy"])
         ss[k(side, "preemption")] = str(c["preemption_mode"])
         ss[k(side, "prefix")] = bool(c["enable_prefix_caching"])
-        for knob in ("budget", "blocks", "max_seqs"):
+        for knob in ("budget", "blocks", "max_seqs", "queue"):
             ss[k(side, knob)] = int(c[KNOBS[knob]])
         if cost:
             ss[k(side, "cost")] = cost
@@ -61,7 +61,7 @@ SETTINGS = PageSettings("cmp", [
         Setting(k(side, "scheduler"), "vllm", str, choices=tuple(scheduler_names())),
         Setting(k(side, "policy"), _D.policy, str, choices=tuple(POLICIES)),
         *(Setting(k(side, knob), getattr(_D, KNOBS[knob]), int, bounds=BOUNDS[KNOBS[knob]])
-          for knob in ("budget", "blocks", "max_seqs")),
+          for knob in ("budget", "blocks", "max_seqs", "queue")),
         Setting(k(side, "preemption"), _D.preemption_mode, str, choices=PREEMPTION_MODES),
         Setting(k(side, "prefix"), _D.enable_prefix_caching, bool),
         Setting(k(side, "cost"), "units", str, choices=tuple(COST_PRESETS)),
@@ -81,7 +81,8 @@ def side_title(side: str) -> str:
     short = {"vllm": "vLLM v1", "static": "static batching", "llama_slots": "llama slots"}
     return (f"{side.upper()}: {short.get(c['scheduler'], c['scheduler'])} · {c['policy']} · "
             f"budget {c['max_num_batched_tokens']:,} · {c['num_gpu_blocks']:,} blocks · "
-            f"{c['max_num_seqs']} seqs · {c['preemption_mode']}" + (" · prefix cache" if c["enable_prefix_caching"] else ""))
+            f"{c['max_num_seqs']} seqs · {c['preemption_mode']}" + (" · prefix cache" if c["enable_prefix_caching"] else "")
+            + (f" · queue ≤ {c['max_queued_requests']:,}" if c["max_queued_requests"] else ""))
 
 
 def side_widgets(side: str) -> None:
@@ -97,7 +98,10 @@ def side_widgets(side: str) -> None:
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     c1.radio("On preemption", PREEMPTION_MODES, key=k(side, "preemption"), horizontal=True)
     c2.toggle("Prefix caching", key=k(side, "prefix"))
-    st.selectbox("Step cost", list(COST_PRESETS), key=k(side, "cost"), format_func=lambda c: COST_PRESETS[c].label)
+    c1, c2 = st.columns([3, 2])
+    c1.selectbox("Step cost", list(COST_PRESETS), key=k(side, "cost"), format_func=lambda c: COST_PRESETS[c].label)
+    c2.number_input("Queue limit (0 = none)", *BOUNDS["max_queued_requests"], step=1, key=k(side, "queue"),
+                    help="max_queued_requests: an arrival that finds this many waiting is rejected (HTTP 503).")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ ss = st.session_state
 KNOBS = {"keep_pb_scheduler": "scheduler", "keep_pb_policy": "policy", "keep_pb_budget": "max_num_batched_tokens",
          "keep_pb_blocks": "num_gpu_blocks", "keep_pb_block_size": "block_size", "keep_pb_max_seqs": "max_num_seqs",
          "keep_pb_preemption": "preemption_mode", "keep_pb_prefix": "enable_prefix_caching",
-         "keep_pb_threshold": "long_prefill_token_threshold", "keep_pb_tenant_cap": "tenant_cap"}
+         "keep_pb_threshold": "long_prefill_token_threshold", "keep_pb_tenant_cap": "tenant_cap",
+         "keep_pb_queue_limit": "max_queued_requests"}
 _D = SchedulerConfig()
 
 
@@ -94,6 +95,9 @@ with st.sidebar:
         st.number_input("Long-prefill threshold (0 = off)", *BOUNDS["long_prefill_token_threshold"], step=16, key="keep_pb_threshold",
                         help="long_prefill_token_threshold: cap on one request's prompt chunk per step.")
         st.number_input("Per-tenant running cap (0 = off)", *BOUNDS["tenant_cap"], step=1, key="keep_pb_tenant_cap")
+        st.number_input("Queue limit (0 = none)", *BOUNDS["max_queued_requests"], step=1, key="keep_pb_queue_limit",
+                        help="max_queued_requests: an arrival that finds this many requests waiting is rejected "
+                             "(HTTP 503), marked ▼ above the slot lanes.")
     st.header("Step cost")
     st.selectbox("Cost model", list(COST_PRESETS), key="keep_pb_cost", format_func=lambda k: COST_PRESETS[k].label,
                  help="How long a step takes, from what it holds. Units: the lesson's toy model. Roofline: "

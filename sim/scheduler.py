@@ -28,7 +28,8 @@ PREEMPTION_MODES = ("recompute", "swap")
 # may set; the dashboard's widgets use the same ranges. Not enforced by the scheduler itself.
 CONFIG_BOUNDS = {"max_num_batched_tokens": (1, 1_000_000), "max_num_seqs": (1, 4096),
                  "num_gpu_blocks": (2, 1_000_000), "block_size": (1, 1024),
-                 "long_prefill_token_threshold": (0, 1_000_000), "tenant_cap": (0, 4096)}
+                 "long_prefill_token_threshold": (0, 1_000_000), "tenant_cap": (0, 4096),
+                 "max_queued_requests": (0, 1_000_000)}
 
 
 @dataclass

@@ -124,3 +124,14 @@ def test_upload_runs_both_sides_on_the_uploaded_arrivals(at):
     assert at.selectbox(key="keep_cmp_a_policy").value == "round_robin"
     assert lanes(at, "a").shape[0] == 4
     assert at.number_input(key="keep_cmp_b_blocks").value == 128
+
+
+def test_a_queue_limit_on_one_side_rejects_there_only():
+    at = open_compare(cmp_scenario="preemption_pressure")
+    at.number_input(key="keep_cmp_b_queue").set_value(2).run()
+    assert not at.exception, at.exception
+    assert at.query_params["cmp_b_queue"] in ("2", ["2"])
+    spec = chart_specs(at)["lockstep"]
+    marks = [t for t in spec["data"] if t.get("name") == "rejected (queue full)"]
+    assert [t["yaxis"] for t in marks] == ["y2"] and len(marks[0]["customdata"]) > 0
+    assert any("queue ≤ 2" in a["text"] for a in spec["layout"]["annotations"])   # B's title says so
