@@ -6,7 +6,8 @@
 builders) during the first visitor's first page, which then waits for them. Imported here,
 before the server listens, they cost the server's start instead (torch stays lazy: the Live
 engine page loads it in the background). It also skips a check Streamlit makes on its first
-element (skip_repl_check) and has the browser fetch Plotly's chunk while the frontend boots
+element (skip_repl_check), routes a first link to any page through app.py at once
+(route_through_app), and has the browser fetch Plotly's chunk while the frontend boots
 (preload_plotly; SCHEDLAB_PRELOAD=0 turns that off).
 """
 from __future__ import annotations
@@ -44,6 +45,23 @@ def skip_repl_check() -> bool:
     if not hasattr(dg, "_use_warning_has_been_displayed"):  # another Streamlit: leave it be
         return False
     dg._use_warning_has_been_displayed = True
+    return True
+
+
+def route_through_app() -> bool:
+    """Have a link to any page run app.py (and its st.navigation) on the server's first visit.
+
+    Until app.py has run once in a process, Streamlit runs a linked page's file alone, the way
+    of apps with a pages/ folder and no st.navigation; ui.state._ensure_router then switches that
+    mode off and reruns. Switched off here, before the first visit, that first partial run and
+    its rerun are not needed. True when the flag was there to set."""
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without the old mode
+        return False
+    if not hasattr(PagesManager, "uses_pages_directory"):
+        return False
+    PagesManager.uses_pages_directory = False
     return True
 
 
@@ -118,6 +136,7 @@ def preload_plotly() -> Path | None:
 if __name__ == "__main__":
     warm()
     skip_repl_check()
+    route_through_app()
     if os.environ.get("SCHEDLAB_PRELOAD", "1") != "0":  # 0: Streamlit's own index.html (for A/B runs)
         preload_plotly()
     from streamlit.web import cli

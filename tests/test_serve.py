@@ -60,3 +60,15 @@ def test_preload_plotly_changes_nothing_without_a_writable_temp_folder():
                     "tempfile.tempdir = '/nonexistent/schedlab'; print(serve.preload_plotly(), "
                     "fu.get_static_dir() == before)")
     assert out.stdout.split() == ["None", "True"]
+
+
+def test_route_through_app_keeps_streamlit_out_of_the_pages_folder_mode():
+    """Streamlit sets the old pages/-folder mode only while the flag is unset; serve.py sets it
+    first, so a PagesManager made for app.py (a folder with pages/) keeps it off."""
+    out = run_fresh("from streamlit.runtime.pages_manager import PagesManager as PM; ok = serve.route_through_app(); "
+                    "PM(str(serve.ROOT / 'app.py')); print(ok, PM.uses_pages_directory)")
+    assert out.stdout.split() == ["True", "False"]
+    # without it, the same PagesManager turns the mode on (what ui.state._ensure_router undoes)
+    out = run_fresh("from streamlit.runtime.pages_manager import PagesManager as PM; "
+                    "PM(str(serve.ROOT / 'app.py')); print(PM.uses_pages_directory)")
+    assert out.stdout.split() == ["True"]
