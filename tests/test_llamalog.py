@@ -401,12 +401,16 @@ def test_cut_in_the_middle_of_a_batch_is_reported():
     assert tr.requests["finish_time"].isna().all()
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_shuffled_lines(seed):
-    lines = (FIX / OLD / "s6_stream_cancel_seed603.log").read_bytes().splitlines(keepends=True)
+@pytest.mark.parametrize("log, seed", [(f"{OLD}/s6_stream_cancel_seed603.log", s) for s in range(3)]
+                         + [(f"{NEW}/s2_np4_mixed_staggered_seed2201.log", s) for s in range(2)])
+def test_shuffled_lines(log, seed):
+    lines = (FIX / log).read_bytes().splitlines(keepends=True)
     random.Random(seed).shuffle(lines)
     tr = read_llama_log(b"".join(lines))
-    assert (tr.batch["tokens"] >= 0).all()
+    assert (tr.batch["tokens"].dropna() >= 0).all()
+    assert set(tr.requests["finish_reason"]) <= {"stop", "limit", "context", "cancelled", "error", "unknown"}
+    s = tr.steps
+    assert (s["num_tokens"].dropna() >= 0).all() and s["step"].is_monotonic_increasing
     summary(tr)
 
 
