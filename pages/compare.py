@@ -154,13 +154,18 @@ HEAD = [("steps", "Steps", True), ("ttft_mean", "Mean TTFT", True), ("ttft_p99",
         ("itl_worst", "Worst token gap", True), ("e2e_mean", "Mean end-to-end", True),
         ("throughput", "Tokens / " + (unit[:-1] if unit == "units" else unit), False),
         ("preemptions", "Preemptions", True)]
+rejecting = bool(ma["rejected"] or mb["rejected"])
+if rejecting:  # latencies count only the requests served: say how many each side turned away
+    HEAD.append(("rejected", "Rejected (queue full)", True))
 for i, (key, label, lower_better) in enumerate(HEAD):
     if i % 4 == 0:
         row = st.columns(4)
     va, vb = ma[key], mb[key]
     row[i % 4].metric(label, f"{fmt(va)} → {fmt(vb)}", delta=fmt(vb - va) if vb == vb and va == va else None,
                delta_color="inverse" if lower_better else "normal", help="A → B; the delta is B − A.")
-st.caption(f"Times are in {unit}" + (" (the lesson's abstract cost units)" if unit == "units" else "") + ".")
+st.caption(f"Times are in {unit}" + (" (the lesson's abstract cost units)" if unit == "units" else "") + "."
+           + (" Latencies count the requests each side served: a side that turns requests away serves fewer, "
+              "and looks faster for it." if rejecting else ""))
 
 # ---------------------------------------------------------------------------------------------
 # Lock-step animation
