@@ -49,10 +49,14 @@ def max_model_len_for(workload: Workload, cfg: SchedulerConfig) -> int:
 def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
     usable = cfg.num_gpu_blocks - 1
     if -(-mml // cfg.block_size) > usable:
+        need = max((r.prompt_len + r.max_tokens for r in workload.requests), default=1)
+        what = (f"max_model_len ({mml:,} tokens: raised to the long-prefill threshold, since vLLM wants it "
+                f"at least that; the longest request needs {need:,})"
+                if mml > need and mml == cfg.long_prefill_token_threshold and not cfg.max_model_len
+                else f"the longest request ({mml:,} tokens)" if mml == need else f"max_model_len ({mml:,} tokens)")
         raise ValueError(
-            f"the longest request ({mml} tokens) needs {-(-mml // cfg.block_size)} blocks of "
-            f"{cfg.block_size}, more than the {usable} usable blocks (num_gpu_blocks - 1, the null "
-            f"block); vLLM refuses to start in that case")
+            f"{what} needs {-(-mml // cfg.block_size):,} blocks of {cfg.block_size}, more than the {usable:,} "
+            f"usable blocks (num_gpu_blocks - 1, the null block); vLLM refuses to start in that case")
 
 
 class Recorder:
