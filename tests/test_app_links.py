@@ -47,3 +47,17 @@ def test_link_reproduces_a_changed_setting(page, key, value, param, text, panel)
     keys = {getattr(b, "key", None) for b in again.get("download_button")}
     assert f"ui_{panel}_settings_dl" in keys
     assert any("settings" in (getattr(u, "key", "") or "") for u in again.get("file_uploader"))
+
+
+@pytest.mark.parametrize("page, key, value, param, text, panel", CASES[:3], ids=[c[0] for c in CASES[:3]])
+def test_a_changed_setting_survives_a_visit_to_another_page(page, key, value, param, text, panel):
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.switch_page(f"pages/{page}.py").run()
+    widget(at, key).set_value(value).run()
+    at.switch_page("pages/why_batch.py").run()
+    assert not at.exception, at.exception
+    assert param not in at.query_params   # the other page's link holds its own settings only
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    assert widget(at, key).value == value
+    assert at.query_params[param] in (text, [text])
