@@ -95,8 +95,9 @@ def _preemptions(trace: Trace) -> pd.DataFrame:
     return m.drop(columns="_s")
 
 
-def rejections(trace: Trace) -> pd.DataFrame:
-    """Arrivals turned away (queue full), per step: step, count, and who (the first few names)."""
+def rejected_per_step(trace: Trace) -> pd.DataFrame:
+    """Arrivals turned away (queue full), per step, from the trace's reject events: step, count, and
+    who (the first few names). (sim.admission.rejections lists them one row per request.)"""
     ev = trace.events
     rej = ev[ev["kind"].to_numpy() == "reject"]
     if rej.empty:
@@ -185,7 +186,7 @@ def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
                      "customdata": np.stack([pre["request"].astype(str).to_numpy(),
                                              pre["detail"].astype(str).to_numpy()], axis=-1),
                      "hovertemplate": "step %{x}: %{customdata[0]} preempted<br>%{customdata[1]}<extra></extra>"})
-    rej = rejections(trace)
+    rej = rejected_per_step(trace)
     if len(rej):   # a rejected request never held a slot: its mark sits in a strip above slot 0
         data.append(_rejection_marks(rej, np.full(len(rej), -0.85), 11 if n_slots <= 40 else 8))
 
@@ -281,7 +282,7 @@ def step_tokens_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=waiting, mode="lines", yaxis="y2",
                              name="waiting requests", line={"color": "#9333EA", "width": 1.5, "shape": "hv"},
                              hovertemplate="step %{x}<br>%{y:.4~g} waiting<extra></extra>"))
-    rej = rejections(trace)
+    rej = rejected_per_step(trace)
     if len(rej):   # on the waiting line: the queue was full when they came
         if k > 1:
             b = np.minimum((rej["step"].to_numpy() - steps[0]) // k, len(x) - 1)

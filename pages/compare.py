@@ -176,8 +176,7 @@ st.caption(
     "A's slot lanes above, B's below, on one step axis: one row per slot, one column per step, the colour "
     "says which request ran there (the same request has the same colour on both sides), a lighter shade is "
     "prompt work, a darker one recomputation, a red × a preemption"
-    + (", a dark ▼ above a side's lanes arrivals it turned away (queue full)"
-       if any((t.events["kind"] == "reject").any() for t in (ta, tb)) else "")
+    + (", a dark ▼ above a side's lanes arrivals it turned away (queue full)" if rejecting else "")
     + ". ▶ Play moves both sides together.")
 st.plotly_chart(lockstep_figure(ta, tb, titles=(side_title("a"), side_title("b"))), key="lockstep",
                 theme=None, config={"displaylogo": False})

@@ -155,7 +155,7 @@ st.caption(
     "request ran there; a lighter shade is prompt work (prefill), full colour is decoding one token, a dark "
     "shade is recomputing what a preemption threw away, and a red × marks a preemption. "
     + ("A dark ▼ above the lanes marks arrivals turned away because the queue was full (they never ran). "
-       if (trace.events["kind"] == "reject").any() else "")
+       if m["rejected"] else "")
     + "Press ▶ Play to reveal the run step by step, or drag the slider under the chart.")
 st.plotly_chart(occupancy_figure(trace), key="occupancy", theme=None, config={"displaylogo": False})
 

@@ -193,14 +193,14 @@ def test_themed_gives_the_json_of_a_validated_template_and_leaves_the_template_a
 
 def test_rejected_arrivals_are_marked_on_lanes_and_tokens():
     from figures.compare import lockstep_figure
-    from figures.playback import rejections, step_tokens_figure
+    from figures.playback import rejected_per_step, step_tokens_figure
     from sim.workload import generate
     wl = generate(30, seed=3, arrival="poisson", rate=0.9,
                   config={"max_num_seqs": 3, "max_queued_requests": 2, "num_gpu_blocks": 400})
     tr = simulate(wl)
     ev = tr.events[tr.events["kind"] == "reject"]
     assert len(ev) > 0
-    rej = rejections(tr)
+    rej = rejected_per_step(tr)
     assert rej["count"].sum() == len(ev) and rej["step"].tolist() == sorted(ev["step"].unique())
     lanes = next(t for t in fp.occupancy_figure(tr).data if t.name == "rejected (queue full)")
     assert list(lanes.x) == rej["step"].tolist() and all(y < -0.5 for y in lanes.y)  # above slot 0
