@@ -18,7 +18,7 @@ import streamlit as st
 from figures.animate import from_spec
 from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figure, slot_lanes_figure, task_table,
                               uses_wall_time)
-from sim.llamalog import llama_config, read_llama_log, workload_from_trace
+from sim.llamalog import llama_config, read_llama_log, server_runs_table, workload_from_trace
 from sim.logresim import call_cost, has_call_times, resim_table, resimulate, ttft_table
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
 from sim.trace import Trace
@@ -244,6 +244,10 @@ warnings = list(meta.get("warnings") or [])
 if warnings:
     st.warning("**What the reader could not rebuild.** What it could is shown below.\n\n"
                + "\n".join(f"- {plain(w)}" for w in warnings), icon=":material/warning:")
+if int(meta.get("runs") or 1) > 1:
+    st.markdown(f"**{int(meta['runs'])} server runs in this log**, as their start-up lines describe them "
+                "(blank: not printed):")
+    st.dataframe(server_runs_table(trace), hide_index=True, key="ll_runs")
 if unparsed:
     with st.expander(f"{unparsed:,} line(s) not understood: examples"):
         st.code("\n".join(meta.get("unparsed_examples") or []) or "(no examples kept)", language=None)

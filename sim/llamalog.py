@@ -1198,14 +1198,16 @@ class LlamaLogReader:
                 over += int((num[rr["first_step"] - 1:rr["last_step"]] > nb).sum())
         if over:
             self._warn(f"{over} rebuilt batch(es) exceed the server's n_batch")
-        keys = ("n_slots", "n_batch", "n_ubatch", "n_ctx", "n_ctx_slot", "kv_unified", "flash_attn")
-        cfg = {}
-        for k in keys:
-            vals = [rr["config"].get(k, rr["config"].get("n_seq_max") if k == "n_slots" else None) for rr in runs]
+        cfg, differ = {}, []
+        for k in RUN_SETTINGS:
+            vals = [_run_setting(rr, k) for rr in runs]
             vals = [v for v in vals if v is not None]
             cfg[k] = vals[0] if vals and all(v == vals[0] for v in vals) else None
             if len(set(map(str, vals))) > 1:
-                self._warn(f"the server runs in this log differ in {k}; see meta['server_runs']")
+                differ.append(k)
+        if differ:
+            self._warn(f"the server runs in this log differ in {', '.join(differ)}: the log as a whole has no one "
+                       "value for them (each run's own are in the table of server runs)")
         cfg["cont_batching"] = cb
         first = next((rr for rr in runs if rr["build"]), {"build": None, "build_number": None, "build_commit": None})
         fmt = None
@@ -1408,6 +1410,26 @@ def _feed_lines(reader: LlamaLogReader, lines: Iterable, block: int, progress) -
 # ---------------------------------------------------------------------------------------------
 # Summary and re-simulation
 # ---------------------------------------------------------------------------------------------
+
+RUN_SETTINGS = ("n_slots", "n_batch", "n_ubatch", "n_ctx", "n_ctx_slot", "kv_unified", "flash_attn")
+
+
+def _run_setting(run: dict, key: str):
+    """One server run's setting as its start-up lines gave it (None: not printed)."""
+    c = run["config"]
+    return c.get(key, c.get("n_seq_max") if key == "n_slots" else None)
+
+
+def server_runs_table(trace: Trace) -> pd.DataFrame:
+    """One row per server run in the log (a restart, or logs concatenated): run, its first and
+    last model call, build, and the settings its start-up lines printed (None: not printed)."""
+    rows = [{"run": rr["run"], "first call": rr["first_step"], "last call": rr["last_step"],
+             "calls": max(0, rr["last_step"] - rr["first_step"] + 1), "build": rr["build"],
+             **{k: _run_setting(rr, k) for k in RUN_SETTINGS}}
+            for rr in trace.meta.get("server_runs") or []]
+    cols = ["run", "first call", "last call", "calls", "build", *RUN_SETTINGS]
+    return pd.DataFrame(rows, columns=cols)
+
 
 def _int_or_none(v):
     if v is None or v is pd.NA:

@@ -214,3 +214,18 @@ def test_link_settings_win_and_scrub(default_page):
     at.button(key="ll_next").click().run()
     assert at.slider(key="keep_ll_step").value == 114
     assert chart_specs(at)["ll_call_window"]["layout"]["shapes"][0]["x0"] == 113.5
+
+
+def test_a_log_of_two_server_runs_lists_each_runs_settings(default_page):
+    a = ROOT / "tests" / "fixtures" / "llama-logs" / "c392e5094" / "s5_prompt_cache_reuse.log"
+    b = ROOT / "tests" / "fixtures" / "llama-logs" / "34af94cd9" / "s9_kv_unified_small_ubatch.log"
+    at = upload(default_page, "two_runs.log", a.read_bytes() + b.read_bytes())
+    assert not at.exception, at.exception
+    assert metric(at, "Batch (-b)") == "–"   # no one value for the whole log
+    assert any("differ in" in w.value and "table of server runs" in w.value for w in at.warning)
+    runs = next(d.value for d in at.dataframe if "first call" in d.value.columns)
+    one, two = read_llama_log(a).meta, read_llama_log(b).meta
+    assert runs["run"].tolist() == [1, 2]
+    assert runs["n_batch"].tolist() == [one["n_batch"], two["n_batch"]]
+    assert runs["build"].tolist() == [one["build"], two["build"]]
+    assert any(m.value.startswith("**2 server runs in this log**") for m in at.markdown)

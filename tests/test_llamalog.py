@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.llamalog import LlamaLogReader, read_llama_log, summary, workload_from_trace
+from sim.llamalog import LlamaLogReader, read_llama_log, server_runs_table, summary, workload_from_trace
 from sim.simulate import simulate
 from sim.trace import Trace
 
@@ -315,6 +315,14 @@ def test_concatenated_logs_are_separate_runs():
     assert [r["build"] for r in runs] == [parsed(a).meta["build"], parsed(b).meta["build"]]
     assert runs[1]["first_step"] == len(parsed(a).steps) + 1
     assert tr.meta["n_batch"] is None   # the runs differ: see server_runs
+    differ = [w for w in tr.meta["warnings"] if w.startswith("the server runs in this log differ in ")]
+    assert len(differ) == 1 and "n_batch" in differ[0]   # one warning naming every differing setting
+    table = server_runs_table(tr)
+    assert table["run"].tolist() == [1, 2] and table["n_batch"].tolist() == [r["config"]["n_batch"] for r in runs]
+    assert table["calls"].tolist() == [len(parsed(a).steps), len(parsed(b).steps)]
+    assert table["first call"].tolist() == [1, len(parsed(a).steps) + 1]
+    assert table["build"].tolist() == [parsed(a).meta["build"], parsed(b).meta["build"]]
+    assert len(server_runs_table(parsed(a))) == 1
     assert not any("exceed" in w for w in tr.meta["warnings"])
     assert (np.diff(tr.steps["start"].dropna().to_numpy()) >= 0).all() or tr.time_unit == "steps"
 
