@@ -3,6 +3,7 @@ control, the setting appears in st.query_params; open that link in a new session
 comes back with the value; the page offers its settings as a file and takes one back."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,21 @@ def test_a_changed_setting_survives_a_visit_to_another_page(page, key, value, pa
     assert not at.exception, at.exception
     assert widget(at, key).value == value
     assert at.query_params[param] in (text, [text])
+
+
+@pytest.mark.parametrize("page, key, value, param, text, panel", CASES, ids=[c[0] for c in CASES])
+def test_a_settings_file_restores_a_setting(page, key, value, param, text, panel):
+    from ui.state import FORMAT
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.switch_page(f"pages/{page}.py").run()
+    doc = {"format": FORMAT, "page": panel, "settings": {param: value}}
+    at.file_uploader(key=f"ui_{panel}_settings_file").upload("s.json", json.dumps(doc).encode(),
+                                                              "application/json").run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert widget(at, key).value == value
+    assert at.query_params[param] in (text, [text])
+    other = {**doc, "page": "pb"}   # another page's file changes nothing here, and says why
+    at.file_uploader(key=f"ui_{panel}_settings_file").upload("o.json", json.dumps(other).encode(),
+                                                              "application/json").run()
+    assert at.error and "Could not load o.json" in at.error[0].value
+    assert widget(at, key).value == value
