@@ -346,6 +346,10 @@ if ss["keep_ll_resim"] and workload is None:
 elif ss["keep_ll_resim"] and not workload.requests:
     st.info("No task in this log took a slot, so there is nothing to re-simulate.", icon=":material/info:")
 elif ss["keep_ll_resim"]:
+    if int(meta.get("runs") or 1) > 1:
+        st.info(f"This log holds {int(meta['runs'])} server runs. The re-simulation serves all their tasks as one "
+                "workload, one run after the other, under the settings below (one server, not each run's own).",
+                icon=":material/info:")
     c1, c2 = st.columns(2, gap="large")
     with c1:
         st.markdown("**llama-server slots**")

@@ -229,3 +229,6 @@ def test_a_log_of_two_server_runs_lists_each_runs_settings(default_page):
     assert runs["n_batch"].tolist() == [one["n_batch"], two["n_batch"]]
     assert runs["build"].tolist() == [one["build"], two["build"]]
     assert any(m.value.startswith("**2 server runs in this log**") for m in at.markdown)
+    at.toggle(key="keep_ll_resim").set_value(True).run()
+    assert not at.exception, at.exception
+    assert any("holds 2 server runs" in i.value for i in at.info)
