@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from sim.metrics import per_request
 from sim.trace import Trace
 
 from .common import FONT, MAX_BARS, PREEMPT, REQUEST_PALETTE, TEMPLATE
@@ -529,7 +530,8 @@ def _ints(col: pd.Series) -> pd.Series:
 
 def task_table(trace: Trace) -> pd.DataFrame:
     """One row per task: what the log shows (rebuilt) next to what the server printed in its
-    timing block, TTFT and the calls it spanned. "check" says whether the rebuilt prompt and
+    timing block, TTFT, the worst and mean gap between its tokens (sim.metrics.per_request, in ms
+    with timestamps, else in model calls) and the calls it spanned. "check" says whether the rebuilt prompt and
     generated counts equal the server's own (✓), differ (≠ ...), or the server printed none (–)."""
     r = trace.requests
     if r.empty:
@@ -565,6 +567,11 @@ def task_table(trace: Trace) -> pd.DataFrame:
         out["TTFT (ms)"] = (r["first_token_time"] - r["arrival_time"]).round(1)
     out["queued after call"] = _ints(r["arrival_step"])
     out["TTFT (calls)"] = _ints(r["first_token_step"].astype("Float64") - r["arrival_step"].astype("Float64"))
+    # stutter: the longest and the mean wait between two of the task's tokens (on the log's clock)
+    gaps = per_request(trace).set_index("request").reindex(r["request"].to_numpy())
+    unit = "ms" if wall else "calls"
+    out[f"worst token gap ({unit})"] = gaps["itl_worst"].to_numpy(dtype=float).round(1 if wall else 0)
+    out[f"mean token gap ({unit})"] = gaps["itl_mean"].to_numpy(dtype=float).round(2)
     out["calls"] = (_ints(r["first_scheduled_step"]).astype(str) + "–" + _ints(r["finish_step"]).astype(str)
                     ).str.replace("<NA>", "?")
     return out.reset_index(drop=True)

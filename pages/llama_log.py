@@ -287,7 +287,9 @@ st.plotly_chart(from_spec(views["lanes"]), key="ll_lanes", theme=None, config=CO
 st.subheader("Tasks")
 st.caption("Per task: what the log's lines rebuild next to what the server printed in its timing block "
            "(`prompt eval time` / `eval time`). Check ✓: the rebuilt prompt and generated counts equal the "
-           "server's own; – the server printed none (a cancelled task).")
+           "server's own; – the server printed none (a cancelled task). Token gaps: the longest and the mean wait "
+           "between two of a task's tokens, the stutter its client saw (a long one usually means other tasks' "
+           "prompt chunks shared those calls).")
 st.dataframe(views["tasks"], hide_index=True, key="ll_tasks")
 
 

@@ -134,6 +134,24 @@ def test_task_table_puts_the_server_numbers_next_to_the_rebuilt_ones(s1, s6):
     assert t6["task"].tolist() == [str(x["task"]) for x in sm]
     assert t6["generated (rebuilt)"].tolist() == [x["generated_tokens"] for x in sm]
     assert (t6["check"] == "–").sum() == 3 and "TTFT (ms)" not in t6.columns  # 3 cancelled, no timestamps
+    assert "worst token gap (calls)" in t6.columns   # no timestamps: gaps counted in model calls
+
+
+def test_task_table_shows_the_stutter_a_long_prompt_causes(s1):
+    """s1 (the lesson's Example 11 on a real server): task 0 decodes while task 882's 2,400-token
+    prompt goes in 255-token chunks; task 0's longest wait between two tokens is a call that
+    carried one of those chunks."""
+    t = fl.task_table(s1).set_index("task")
+    b = s1.batch
+    mine = b[(b["request"] == "0") & b["sampled"].astype(bool)].sort_values("step")
+    ends = s1.steps.set_index("step").loc[mine["step"].to_numpy(), "end"].to_numpy(dtype=float)
+    gaps = np.diff(ends)
+    assert t.loc["0", "worst token gap (ms)"] == round(gaps.max(), 1)
+    assert t.loc["0", "mean token gap (ms)"] == round(gaps.mean(), 2)
+    worst_step = int(mine["step"].to_numpy()[1:][gaps.argmax()])
+    chunks = b[(b["request"] == "882") & (b["kind"] == "prefill")]["step"].tolist()
+    assert worst_step in chunks
+    assert t.loc["0", "worst token gap (ms)"] > 3 * t.loc["0", "mean token gap (ms)"]
 
 
 def test_call_tables(s1):
