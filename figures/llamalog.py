@@ -7,6 +7,8 @@ sim.llamalog, or simulated from its workload). No Streamlit.
 - slot_lanes_figure: the slots as lanes over wall time (logs with timestamps) or model calls: each
   run of a task's prompt chunks / decode tokens is a bar, the queue wait a dotted line ending at
   the slot, cancels and preemptions marked.
+- call_time_figure: how long each model call took (logs with timestamps), calls that carried a
+  prompt chunk apart from decode-only ones: where the decoding tasks stuttered.
 - comparison_figure: one of those views for several runs (the log and its re-simulations), one
   row per run, on one model-call axis and one y scale.
 - task_table, call_tables: the tables next to them (the re-simulation's tables are in sim.logresim).
@@ -233,6 +235,73 @@ def batch_figure(trace: Trace, window: tuple[int, int] | None = None, max_bars: 
                      meta={"calls": n_calls, "bin": k, "window": [int(lo), int(hi)],
                            "entries": int(((b >= lo) & (b <= hi)).sum()), "limit": limit})
     return go.Figure(data=data, layout=layout, _validate=False)  # tests validate; saves ~0.5 s per figure
+
+
+# ---------------------------------------------------------------------------------------------
+# Time per call
+# ---------------------------------------------------------------------------------------------
+
+MAX_TIME_POINTS = 6000
+PROMPT_CALL = "#D97706"
+DECODE_CALL = "#4E79A7"
+
+
+def call_time_figure(trace: Trace, height: int = 280, max_points: int = MAX_TIME_POINTS) -> go.Figure:
+    """Each model call's logged duration (ms, from its model-call line to the line that ends it)
+    against the call index: decode-only calls in blue, calls that carried a prompt chunk in
+    orange, the median decode-only call dashed (last trace). Points as WebGL past 2,000 of a kind;
+    past max_points, ordinary decode-only calls (at most twice the median) are thinned evenly.
+    layout.meta: timed (False: no timestamps, nothing drawn), calls, unknown (calls without a
+    duration), shown (points drawn), median_decode_ms, worst_ms, worst_call, worst_has_prompt."""
+    if not uses_wall_time(trace) or trace.steps.empty:
+        return go.Figure(layout=_layout(height, meta={"timed": False}), _validate=False)
+    s = trace.steps
+    step = s["step"].to_numpy(dtype=np.int64)
+    dur = s["end"].to_numpy(dtype=float) - s["start"].to_numpy(dtype=float)
+    b = trace.batch
+    kinds = _kinds(b)
+    tok = b["tokens"].astype("Float64").fillna(0).to_numpy(dtype=float)
+    per = pd.DataFrame({"step": b["step"].to_numpy(dtype=np.int64), "prompt": np.where(kinds != "decode", tok, 0.0),
+                        "decode": np.where(kinds == "decode", tok, 0.0)}).groupby("step").sum()
+    prompt = per["prompt"].reindex(step, fill_value=0.0).to_numpy()
+    decode = per["decode"].reindex(step, fill_value=0.0).to_numpy()
+    known = np.isfinite(dur)
+    has_prompt = prompt > 0
+    plain_calls = dur[known & ~has_prompt]
+    median = float(np.median(plain_calls)) if len(plain_calls) else None
+    # past max_points, the dense band of ordinary decode-only calls is thinned evenly; every call
+    # with a prompt chunk and every call over twice the median (a stutter) stays
+    shown = known.copy()
+    if known.sum() > max_points:
+        ordinary = known & ~has_prompt & (dur <= 2 * (median or 0.0))
+        keep_every = max(1, int(np.ceil(ordinary.sum() / max(1, max_points - (known & ~ordinary).sum()))))
+        shown = known & (~ordinary | (np.cumsum(ordinary) % keep_every == 1) | (keep_every == 1))
+    data = []
+    for mask, name, colour in ((shown & ~has_prompt, "decode-only call", DECODE_CALL),
+                               (shown & has_prompt, "call with a prompt chunk", PROMPT_CALL)):
+        if not mask.any():
+            continue
+        data.append({"type": "scattergl" if mask.sum() > 2000 else "scatter", "mode": "markers", "name": name,
+                     "x": step[mask].astype(np.int32), "y": dur[mask].astype(np.float32),
+                     "marker": {"color": colour, "size": 5 if mask.sum() > 2000 else 7, "opacity": 0.85},
+                     "customdata": np.stack([prompt[mask], decode[mask]], axis=-1).astype(np.int32),
+                     "hovertemplate": "call %{x}: %{y:.1f} ms<br>%{customdata[0]:.0f} prompt + "
+                                      "%{customdata[1]:.0f} decode tokens<extra></extra>"})
+    if median is not None:
+        data.append({"type": "scatter", "mode": "lines", "name": f"median decode-only call ({median:.3g} ms)",
+                     "x": [float(step[0]) - 0.5, float(step[-1]) + 0.5], "y": [median, median], "hoverinfo": "skip",
+                     "line": {"color": "#6B7280", "width": 1.5, "dash": "dash"}})
+    worst = int(np.nanargmax(np.where(known, dur, -np.inf))) if known.any() else None
+    layout = _layout(height, showlegend=True,
+                     xaxis={"title": {"text": "model call"}, "showgrid": False, "zeroline": False},
+                     yaxis={"title": {"text": "ms per call (log)"}, "type": "log", "dtick": 1},
+                     meta={"timed": True, "calls": int(len(step)), "unknown": int((~known).sum()),
+                           "shown": int(shown.sum()),
+                           "median_decode_ms": median,
+                           "worst_ms": float(dur[worst]) if worst is not None else None,
+                           "worst_call": int(step[worst]) if worst is not None else None,
+                           "worst_has_prompt": bool(has_prompt[worst]) if worst is not None else None})
+    return go.Figure(data=data, layout=layout, _validate=False)  # tests validate
 
 
 # ---------------------------------------------------------------------------------------------

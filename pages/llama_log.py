@@ -16,8 +16,8 @@ from pathlib import Path
 import streamlit as st
 
 from figures.animate import from_spec
-from figures.llamalog import (CONFIG, batch_figure, call_tables, comparison_figure, slot_lanes_figure, task_table,
-                              uses_wall_time)
+from figures.llamalog import (CONFIG, batch_figure, call_tables, call_time_figure, comparison_figure, slot_lanes_figure,
+                              task_table, uses_wall_time)
 from sim.llamalog import llama_config, read_llama_log, server_runs_table, workload_from_trace
 from sim.logresim import call_cost, has_call_times, resim_table, resimulate, ttft_table
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
@@ -103,6 +103,12 @@ def log_views(key: str, logy: bool, clock: str, _trace: Trace) -> dict:
     """The log's big views, built once per (log, view settings): figures as dicts, the task table."""
     return {"batches": batch_figure(_trace, log_y=logy).to_plotly_json(),
             "lanes": slot_lanes_figure(_trace, clock).to_plotly_json(), "tasks": task_table(_trace)}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def call_time_view(key: str, _trace: Trace) -> dict:
+    """How long each call took (built when its tab is first opened)."""
+    return call_time_figure(_trace).to_plotly_json()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -267,15 +273,47 @@ logy = bool(ss["keep_ll_logy"])
 st.subheader("Batch composition")
 st.markdown(f"**{n_calls:,} model calls** · {len(b):,} batch entries · {prompt_tok:,} prompt tokens · "
             f"{decode_tok:,} decode tokens")
-st.caption("One bar per call to the model, stacked by slot. Solid: the slot's decode token (one per call, more "
-           "with speculative decoding); hatched and lighter: a chunk of its prompt. The dashed line is the "
-           "batch limit (-b). Drag across the chart to zoom; the call inspector below shows any call up close.")
 views = log_views(key, logy, ss["keep_ll_clock"], trace)
-k_bin = views["batches"]["layout"]["meta"]["bin"]
-if k_bin > 1:
-    st.caption(f"{n_calls:,} calls are too many to draw one by one: each bar is {k_bin} calls (the mean per "
-               "call). Scrub the inspector to see single calls.")
-st.plotly_chart(from_spec(views["batches"]), key="ll_batches", theme=None, config=CONFIG)
+
+
+def tokens_per_call() -> None:
+    st.caption("One bar per call to the model, stacked by slot. Solid: the slot's decode token (one per call, more "
+               "with speculative decoding); hatched and lighter: a chunk of its prompt. The dashed line is the "
+               "batch limit (-b). Drag across the chart to zoom; the call inspector below shows any call up close.")
+    k_bin = views["batches"]["layout"]["meta"]["bin"]
+    if k_bin > 1:
+        st.caption(f"{n_calls:,} calls are too many to draw one by one: each bar is {k_bin} calls (the mean per "
+                   "call). Scrub the inspector to see single calls.")
+    st.plotly_chart(from_spec(views["batches"]), key="ll_batches", theme=None, config=CONFIG)
+
+
+def time_per_call() -> None:
+    spec = call_time_view(key, trace)
+    m = spec["layout"]["meta"]
+    st.caption(
+        "How long each call took, from its model-call line to the line that ends it (the log's timestamps). "
+        "Decode tokens wait for the whole call, so a slow call is a stutter for every task decoding in it; calls "
+        "that carried a prompt chunk are orange."
+        + (f" The slowest, call {m['worst_call']:,}, took {m['worst_ms']:,.1f} ms against a median decode-only "
+           f"call of {m['median_decode_ms']:,.2f} ms" + (" and carried a prompt chunk." if m["worst_has_prompt"]
+                                                         else ".") if m.get("worst_ms") and m.get("median_decode_ms")
+           else "")
+        + (f" {m['unknown']:,} call(s) have no duration in the log." if m["unknown"] else "")
+        + (f" {m['shown']:,} points drawn: ordinary decode-only calls thinned evenly, every call with a prompt "
+           "chunk or over twice the median kept." if m["shown"] < m["calls"] - m["unknown"] else ""))
+    st.plotly_chart(from_spec(spec), key="ll_call_times", theme=None, config=CONFIG)
+
+
+if uses_wall_time(trace):   # only the open tab's chart is built and sent
+    tab_tokens, tab_time = st.tabs(["Tokens per call", "Time per call"], key="ll_batch_tab", on_change="rerun")
+    with tab_tokens:
+        if tab_tokens.open:
+            tokens_per_call()
+    with tab_time:
+        if tab_time.open:
+            time_per_call()
+else:
+    tokens_per_call()
 
 st.subheader("Slot lanes")
 st.caption("One lane per slot, in the slot's colour. Each task's prompt processing (hatched) and generation "

@@ -1423,12 +1423,18 @@ def _run_setting(run: dict, key: str):
 def server_runs_table(trace: Trace) -> pd.DataFrame:
     """One row per server run in the log (a restart, or logs concatenated): run, its first and
     last model call, build, and the settings its start-up lines printed (None: not printed)."""
-    rows = [{"run": rr["run"], "first call": rr["first_step"], "last call": rr["last_step"],
-             "calls": max(0, rr["last_step"] - rr["first_step"] + 1), "build": rr["build"],
-             **{k: _run_setting(rr, k) for k in RUN_SETTINGS}}
-            for rr in trace.meta.get("server_runs") or []]
-    cols = ["run", "first call", "last call", "calls", "build", *RUN_SETTINGS]
-    return pd.DataFrame(rows, columns=cols)
+    runs = trace.meta.get("server_runs") or []
+    out = pd.DataFrame({"run": [rr["run"] for rr in runs], "first call": [rr["first_step"] for rr in runs],
+                        "last call": [rr["last_step"] for rr in runs],
+                        "calls": [max(0, rr["last_step"] - rr["first_step"] + 1) for rr in runs],
+                        "build": [rr["build"] for rr in runs]})
+    for k in RUN_SETTINGS:   # counts as whole numbers; the rest as the log wrote them (builds differ: 0 / auto)
+        vals = [_run_setting(rr, k) for rr in runs]
+        if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in vals):
+            out[k] = pd.array(vals, dtype="Int64")
+        else:
+            out[k] = pd.Series([None if v is None else str(v).lower() for v in vals], dtype=object)
+    return out
 
 
 def _int_or_none(v):

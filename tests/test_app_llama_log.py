@@ -216,10 +216,10 @@ def test_link_settings_win_and_scrub(default_page):
     assert chart_specs(at)["ll_call_window"]["layout"]["shapes"][0]["x0"] == 113.5
 
 
-def test_a_log_of_two_server_runs_lists_each_runs_settings(default_page):
+def test_a_log_of_two_server_runs_lists_each_runs_settings():
     a = ROOT / "tests" / "fixtures" / "llama-logs" / "c392e5094" / "s5_prompt_cache_reuse.log"
     b = ROOT / "tests" / "fixtures" / "llama-logs" / "34af94cd9" / "s9_kv_unified_small_ubatch.log"
-    at = upload(default_page, "two_runs.log", a.read_bytes() + b.read_bytes())
+    at = upload(open_page(), "two_runs.log", a.read_bytes() + b.read_bytes())
     assert not at.exception, at.exception
     assert metric(at, "Batch (-b)") == "–"   # no one value for the whole log
     assert any("differ in" in w.value and "table of server runs" in w.value for w in at.warning)
@@ -232,3 +232,24 @@ def test_a_log_of_two_server_runs_lists_each_runs_settings(default_page):
     at.toggle(key="keep_ll_resim").set_value(True).run()
     assert not at.exception, at.exception
     assert any("holds 2 server runs" in i.value for i in at.info)
+
+
+def test_time_per_call_tab_draws_the_calls_durations():
+    at = open_page()
+    assert "ll_batches" in chart_specs(at) and "ll_call_times" not in chart_specs(at)   # only the open tab
+    at.session_state["ll_batch_tab"] = "Time per call"
+    at.run()
+    assert not at.exception, at.exception
+    specs = chart_specs(at)
+    assert "ll_call_times" in specs and "ll_batches" not in specs
+    m = specs["ll_call_times"]["layout"]["meta"]
+    assert m["calls"] == 1500 and m["worst_has_prompt"]
+    assert any(f"The slowest, call {m['worst_call']:,}" in c.value for c in at.caption)
+
+
+def test_a_log_without_timestamps_has_no_time_tab():
+    untimed = LOGS / "34af94cd9" / "s6_stream_cancel_seed601.log"   # run with --log-prefix off
+    at = upload(open_page(), untimed.name, untimed.read_bytes())
+    assert not at.exception, at.exception
+    assert not at.tabs or all("Time per call" not in t.label for t in at.tabs)
+    assert "ll_batches" in chart_specs(at)

@@ -220,3 +220,28 @@ def test_damaged_logs_still_draw():
         if wl.requests:
             runs = {"log": tr, "sim": simulate(wl)}
             fl.comparison_figure(runs), fl.comparison_figure(runs, "lanes"), logresim.resim_table(runs)
+
+
+def test_call_time_figure_shows_which_calls_made_decoding_stutter(s1, s6):
+    fig = fl.call_time_figure(s1)
+    go.Figure(fig.to_dict())
+    m = fig.layout.meta
+    s = s1.steps
+    dur = (s["end"] - s["start"]).to_numpy(dtype=float)
+    b = s1.batch
+    chunk_calls = sorted(set(b.loc[b["kind"] != "decode", "step"]))
+    assert m["calls"] == len(s) and m["unknown"] == 0 and m["shown"] == len(s)
+    plain, prompt = (next(t for t in fig.data if t.name == n) for n in ("decode-only call", "call with a prompt chunk"))
+    assert sorted(int(x) for x in decode(prompt.x)) == chunk_calls
+    assert len(decode(plain.x)) + len(chunk_calls) == len(s)
+    assert m["worst_ms"] == pytest.approx(np.nanmax(dur)) and m["worst_has_prompt"]
+    assert m["worst_call"] in chunk_calls   # Example 11: the long prompt's chunks are the slow calls
+    is_chunk = s["step"].isin(chunk_calls).to_numpy()
+    assert m["median_decode_ms"] == pytest.approx(np.median(dur[~is_chunk]))
+    assert fig.data[-1].name.startswith("median decode-only call")
+    assert fl.call_time_figure(s6).layout.meta == {"timed": False} and not fl.call_time_figure(s6).data
+    # thinned: every chunk call and every call over twice the median stay
+    thin = fl.call_time_figure(s1, max_points=300)
+    kept = np.concatenate([decode(t.x) for t in thin.data[:2]]).astype(int)
+    slow = s["step"].to_numpy()[dur > 2 * m["median_decode_ms"]]
+    assert len(kept) < 400 and set(chunk_calls) <= set(kept) and set(slow) <= set(kept)
