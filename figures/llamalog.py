@@ -258,13 +258,9 @@ def call_time_figure(trace: Trace, height: int = 280, max_points: int = MAX_TIME
     s = trace.steps
     step = s["step"].to_numpy(dtype=np.int64)
     dur = s["end"].to_numpy(dtype=float) - s["start"].to_numpy(dtype=float)
-    b = trace.batch
-    kinds = _kinds(b)
-    tok = b["tokens"].astype("Float64").fillna(0).to_numpy(dtype=float)
-    per = pd.DataFrame({"step": b["step"].to_numpy(dtype=np.int64), "prompt": np.where(kinds != "decode", tok, 0.0),
-                        "decode": np.where(kinds == "decode", tok, 0.0)}).groupby("step").sum()
-    prompt = per["prompt"].reindex(step, fill_value=0.0).to_numpy()
-    decode = per["decode"].reindex(step, fill_value=0.0).to_numpy()
+    prompt = (s["prefill_tokens"].astype("Float64").fillna(0).to_numpy(dtype=float)
+              + s["recompute_tokens"].astype("Float64").fillna(0).to_numpy(dtype=float))
+    decode = s["decode_tokens"].astype("Float64").fillna(0).to_numpy(dtype=float)
     known = np.isfinite(dur)
     has_prompt = prompt > 0
     plain_calls = dur[known & ~has_prompt]
