@@ -250,8 +250,9 @@ warnings = list(meta.get("warnings") or [])
 if warnings:
     st.warning("**What the reader could not rebuild.** What it could is shown below.\n\n"
                + "\n".join(f"- {plain(w)}" for w in warnings), icon=":material/warning:")
-if int(meta.get("runs") or 1) > 1:
-    st.markdown(f"**{int(meta['runs'])} server runs in this log**, as their start-up lines describe them "
+n_runs = int(meta.get("runs") or 1)
+if n_runs > 1:
+    st.markdown(f"**{n_runs} server runs in this log**, as their start-up lines describe them "
                 "(blank: not printed):")
     st.dataframe(server_runs_table(trace), hide_index=True, key="ll_runs")
 if unparsed:
@@ -290,17 +291,19 @@ def tokens_per_call() -> None:
 def time_per_call() -> None:
     spec = call_time_view(key, trace)
     m = spec["layout"]["meta"]
-    st.caption(
-        "How long each call took, from its model-call line to the line that ends it (the log's timestamps). "
-        "Decode tokens wait for the whole call, so a slow call is a stutter for every task decoding in it; calls "
-        "that carried a prompt chunk are orange."
-        + (f" The slowest, call {m['worst_call']:,}, took {m['worst_ms']:,.1f} ms against a median decode-only "
-           f"call of {m['median_decode_ms']:,.2f} ms" + (" and carried a prompt chunk." if m["worst_has_prompt"]
-                                                         else ".") if m.get("worst_ms") and m.get("median_decode_ms")
-           else "")
-        + (f" {m['unknown']:,} call(s) have no duration in the log." if m["unknown"] else "")
-        + (f" {m['shown']:,} points drawn: ordinary decode-only calls thinned evenly, every call with a prompt "
-           "chunk or over twice the median kept." if m["shown"] < m["calls"] - m["unknown"] else ""))
+    text = ("How long each call took, from its model-call line to the line that ends it (the log's timestamps). "
+            "Decode tokens wait for the whole call, so a slow call is a stutter for every task decoding in it; "
+            "calls that carried a prompt chunk are orange.")
+    if m.get("worst_ms") and m.get("median_decode_ms"):
+        text += (f" The slowest, call {m['worst_call']:,}, took {m['worst_ms']:,.1f} ms against a median "
+                 f"decode-only call of {m['median_decode_ms']:,.2f} ms"
+                 + (" and carried a prompt chunk." if m["worst_has_prompt"] else "."))
+    if m["unknown"]:
+        text += f" {m['unknown']:,} call(s) have no duration in the log."
+    if m["shown"] < m["calls"] - m["unknown"]:
+        text += (f" {m['shown']:,} points drawn: ordinary decode-only calls thinned evenly, every call with a "
+                 "prompt chunk or over twice the median kept.")
+    st.caption(text)
     st.plotly_chart(from_spec(spec), key="ll_call_times", theme=None, config=CONFIG)
 
 
@@ -386,8 +389,8 @@ if ss["keep_ll_resim"] and workload is None:
 elif ss["keep_ll_resim"] and not workload.requests:
     st.info("No task in this log took a slot, so there is nothing to re-simulate.", icon=":material/info:")
 elif ss["keep_ll_resim"]:
-    if int(meta.get("runs") or 1) > 1:
-        st.info(f"This log holds {int(meta['runs'])} server runs. The re-simulation serves all their tasks as one "
+    if n_runs > 1:
+        st.info(f"This log holds {n_runs} server runs. The re-simulation serves all their tasks as one "
                 "workload, one run after the other, under the settings below (one server, not each run's own).",
                 icon=":material/info:")
     c1, c2 = st.columns(2, gap="large")
