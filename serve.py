@@ -7,8 +7,9 @@ builders) during the first visitor's first page, which then waits for them. Impo
 before the server listens, they cost the server's start instead (torch stays lazy: the Live
 engine page loads it in the background). It also skips a check Streamlit makes on its first
 element (skip_repl_check), routes a first link to any page through app.py at once
-(route_through_app), and has the browser fetch Plotly's chunk while the frontend boots
-(preload_plotly; SCHEDLAB_PRELOAD=0 turns that off).
+(route_through_app), and has the browser fetch Plotly's chunk while the frontend boots, with
+only the trace types the figures draw registered in it (preload_plotly and slim_plotly;
+SCHEDLAB_PRELOAD=0 turns both off, SCHEDLAB_SLIM_PLOTLY=0 only the second).
 """
 from __future__ import annotations
 
@@ -91,8 +92,45 @@ def _plotly_chunks(static: Path, html: str) -> list[str] | None:
     return [f"static/js/{n}" for n in dict.fromkeys(names) if n.endswith(".js") and (js / n).is_file()]
 
 
-def preload_plotly() -> Path | None:
-    """Serve Streamlit's frontend with an index.html that asks for Plotly's chunk at once.
+def slim_plotly(js: str, keep) -> str | None:
+    """Plotly's chunk with only the trace types in `keep` registered (scatter is in Plotly's core).
+
+    The chunk bundles all 47 of plotly.js's trace modules, each wrapped so that it runs only when
+    first required, and its `lib/index.js` requires them all in one `register([...])` call when
+    the chunk is evaluated: 3D, maps, geo, parcoords and the rest, which no figure here draws.
+    Only that call's list is shortened; the code stays, unevaluated. None when the chunk is not
+    laid out so (one such call, every entry a module named `lib/<type>.js`, every kept type
+    among them): the caller then serves it whole."""
+    import re
+
+    names = {}   # wrapper function -> trace type, from `Iu=_({"lib/bar.js"(e,t){...`
+    for m in re.finditer(r'\(\{"lib/([a-z0-9_]+)\.js"\(', js):
+        var = re.search(r"([\w$]+)=[\w$]+$", js[max(0, m.start() - 64):m.start()])
+        if var:
+            names[var.group(1)] = m.group(1)
+    calls = list(re.finditer(r'"lib/index\.js"\([\w$]+,[\w$]+\)\{var ([\w$]+)=[\w$]+\(\);\1\.register\(\[([^\]]*)\]\)', js))
+    if len(calls) != 1:
+        return None
+    items = calls[0].group(2).split(",")
+    types = [names.get(i[:-2]) if i.endswith("()") else None for i in items]
+    want = set(keep) - {"scatter"}
+    if None in types or not want <= set(types):
+        return None
+    kept = ",".join(i for i, t in zip(items, types) if t in want)
+    return js[:calls[0].start(2)] + kept + js[calls[0].end(2):]
+
+
+def _link_all(src: Path, dst: Path, skip: set[str]) -> None:
+    """dst (made here) holds a link to each entry of src but those named in skip."""
+    dst.mkdir(exist_ok=True)
+    for entry in src.iterdir():
+        if entry.name not in skip:
+            (dst / entry.name).symlink_to(entry)
+
+
+def preload_plotly(slim: bool = True) -> Path | None:
+    """Serve Streamlit's frontend with an index.html that asks for Plotly's chunk at once, and
+    (slim) that chunk with only the trace types figures.common.TRACE_TYPES names registered.
 
     Streamlit's frontend imports its Plotly chunk (4.7 MB) only when the first chart arrives,
     after the page has booted and connected: the parse then starts ~1.5 s after navigation,
@@ -100,10 +138,11 @@ def preload_plotly() -> Path | None:
     chunks. <link rel="modulepreload"> lines let the browser fetch and parse them all while the
     frontend boots (the evaluation, 1.0-1.3 s on the main thread, still waits for the first
     chart: done in the first idle moment instead, it held back the page's first text by about
-    a second). The static folder is a temporary copy made of links to Streamlit's files, all
-    but index.html; Streamlit's static route follows links. Returns the folder, or None (and
-    changes nothing) when this Streamlit's files are not laid out as expected or the copy cannot
-    be made."""
+    a second). The slim chunk's evaluation skips the 44 trace modules no figure uses
+    (slim_plotly). The static folder is a temporary copy made of links to Streamlit's files,
+    but index.html and the slim chunk; Streamlit's static route follows links. Returns the
+    folder, or None (and changes nothing) when this Streamlit's files are not laid out as
+    expected or the copy cannot be made."""
     import atexit
     import shutil
     import tempfile
@@ -120,12 +159,22 @@ def preload_plotly() -> Path | None:
         return None
     links = "".join(f'\n    <link rel="modulepreload" crossorigin href="./{c}" />' for c in chunks
                     if f'href="./{c}"' not in html)
+    slim_js = None
+    if slim:
+        from figures.common import TRACE_TYPES
+
+        slim_js = slim_plotly((src / chunks[0]).read_text(encoding="utf-8"), TRACE_TYPES)
     try:
         dst = Path(tempfile.mkdtemp(prefix="schedlab-static-"))
         atexit.register(shutil.rmtree, dst, True)
-        for entry in src.iterdir():
-            if entry.name != "index.html":
-                (dst / entry.name).symlink_to(entry)
+        if slim_js is None:
+            _link_all(src, dst, {"index.html"})
+        else:   # static/js/ becomes a folder of links, all but the slim chunk
+            chunk = Path(chunks[0])
+            _link_all(src, dst, {"index.html", chunk.parts[0]})
+            _link_all(src / chunk.parts[0], dst / chunk.parts[0], {chunk.parts[1]})
+            _link_all(src / chunk.parent, dst / chunk.parent, {chunk.name})
+            (dst / chunk).write_text(slim_js, encoding="utf-8")
         (dst / "index.html").write_text(html.replace("<head>", "<head>" + links, 1), encoding="utf-8")
     except OSError:  # no writable temp folder, no symlinks: Streamlit's own files, as they are
         return None
@@ -138,7 +187,7 @@ if __name__ == "__main__":
     skip_repl_check()
     route_through_app()
     if os.environ.get("SCHEDLAB_PRELOAD", "1") != "0":  # 0: Streamlit's own index.html (for A/B runs)
-        preload_plotly()
+        preload_plotly(slim=os.environ.get("SCHEDLAB_SLIM_PLOTLY", "1") != "0")
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *sys.argv[1:]]

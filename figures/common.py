@@ -30,6 +30,11 @@ MAX_BARS = 2000  # past this, per-step bars are aggregated into bins
 MAX_HOVER_CELLS = 60_000  # per-cell hover text only below this many cells
 MAX_LABEL_CELLS = 400  # cell labels (request id in the cell) only for small grids
 
+# The Plotly trace types the figures draw. serve.py registers only these in the browser's
+# Plotly (its evaluation then skips 3D, maps and the rest); a figure that draws another type
+# must add it here (tests/test_serve.py checks the figures' sources and the pages' charts).
+TRACE_TYPES = ("scatter", "scattergl", "bar", "heatmap")
+
 # Every figure's look: plotly's white template and one font.
 TEMPLATE = pio.templates["plotly_white"]
 FONT = {"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2937"}
