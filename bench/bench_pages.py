@@ -20,7 +20,8 @@ added later are measured too.
 - **Floor**: the same measurement on a bare Streamlit app with one three-point Plotly chart (what
   Streamlit's frontend and Plotly's ~4.7 MB JavaScript cost before a page does any work), and
   with four such charts (what each further chart costs to draw); started with serve.py's
-  Plotly preload, like the dashboard. ``SCHEDLAB_PRELOAD=0`` runs both without it.
+  Plotly preload (and its slim Plotly), like the dashboard. ``SCHEDLAB_PRELOAD=0`` runs both
+  without either, ``SCHEDLAB_SLIM_PLOTLY=0`` with Plotly whole.
 - **Largest figure**: the JSON size of each st.plotly_chart the page sends (AppTest,
   ``at.get("plotly_chart")`` proto.spec), the default settings, the largest one named.
 - **Animation**: the Playback page with a generated 5,000-step workload uploaded through the
@@ -99,10 +100,12 @@ def pages_from_app(app: Path = ROOT / "app.py") -> list[dict]:
 # How the dashboard starts: the README's command (serve.py: modules imported before the server
 # listens); BENCH_LAUNCH=streamlit: plain `streamlit run app.py` (the first visit imports them).
 # Other apps (the floor) start with `streamlit run app.py`, with serve.py's Plotly preload when the
-# dashboard has it (SCHEDLAB_PRELOAD=0 turns it off for both, for A/B runs).
+# dashboard has it (SCHEDLAB_PRELOAD=0 turns it off for both, SCHEDLAB_SLIM_PLOTLY=0 the slim
+# Plotly; for A/B runs).
 PLAIN = ["-m", "streamlit", "run", "app.py"]
 DASHBOARD = ["serve.py"] if os.environ.get("BENCH_LAUNCH", "serve") == "serve" else PLAIN
-PRELOADED = ["-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import serve; serve.preload_plotly(); "
+PRELOADED = ["-c", f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); import serve; "
+                   "serve.preload_plotly(slim=os.environ.get('SCHEDLAB_SLIM_PLOTLY', '1') != '0'); "
                    "from streamlit.web import cli; sys.argv = ['streamlit', 'run', 'app.py', *sys.argv[1:]]; "
                    "sys.exit(cli.main())"]
 OTHER_APPS = PRELOADED if DASHBOARD != PLAIN and os.environ.get("SCHEDLAB_PRELOAD", "1") != "0" else PLAIN
