@@ -51,8 +51,8 @@ print(fu.get_static_dir() == str(d),                                   # Streaml
       bool(re.fullmatch(r"static/js/PlotlyChart\\.[^/]+\\.js", chunk)),  # Plotly's chunk first,
       len(added) > 1 and all(a.split("/")[-1] in entry for a in added[1:]),  # then chunks the entry lists
       all((orig / a).is_file() for a in added),
-      len(same) > 100 and all((d / r).is_symlink() or (d / r).resolve() == (orig / r).resolve() for r in same),
-      all((d / r).resolve() == (orig / r).resolve() for r in same),   # every other file is Streamlit's own
+      len(same) > 100 and all((d / r).resolve() == (orig / r).resolve() for r in same),  # every other file
+                                                                       # is Streamlit's own, through a link
       not (d / chunk).is_symlink(),                                    # the chunk is the slim one
       (d / chunk).read_text() == serve.slim_plotly((orig / chunk).read_text(), TRACE_TYPES),
       stripped == (orig / "index.html").read_text())                   # nothing else changed
@@ -60,7 +60,7 @@ print(fu.get_static_dir() == str(d),                                   # Streaml
 
 
 def test_preload_plotly_serves_an_index_that_asks_for_plotlys_chunks():
-    assert run_fresh(PRELOAD_CHECK).stdout.split() == ["True"] * 9
+    assert run_fresh(PRELOAD_CHECK).stdout.split() == ["True"] * 8
 
 
 def test_preload_plotly_without_slim_serves_plotlys_chunk_as_it_is():
