@@ -20,8 +20,9 @@ added later are measured too.
 - **Floor**: the same measurement on a bare Streamlit app with one three-point Plotly chart (what
   Streamlit's frontend and Plotly's ~4.7 MB JavaScript cost before a page does any work), and
   with four such charts (what each further chart costs to draw); started with serve.py's
-  Plotly preload (and its slim Plotly), like the dashboard. ``SCHEDLAB_PRELOAD=0`` runs both
-  without either, ``SCHEDLAB_SLIM_PLOTLY=0`` with Plotly whole.
+  Plotly preload (and its slim, early-compiled Plotly), like the dashboard.
+  ``SCHEDLAB_PRELOAD=0`` runs both without any of these, ``SCHEDLAB_SLIM_PLOTLY=0`` with Plotly
+  whole, ``SCHEDLAB_EAGER_PLOTLY=0`` with Plotly slim but compiled when first called.
 - **Largest figure**: the JSON size of each st.plotly_chart the page sends (AppTest,
   ``at.get("plotly_chart")`` proto.spec), the default settings, the largest one named.
 - **Animation**: the Playback page with a generated 5,000-step workload uploaded through the
@@ -101,11 +102,12 @@ def pages_from_app(app: Path = ROOT / "app.py") -> list[dict]:
 # listens); BENCH_LAUNCH=streamlit: plain `streamlit run app.py` (the first visit imports them).
 # Other apps (the floor) start with `streamlit run app.py`, with serve.py's Plotly preload when the
 # dashboard has it (SCHEDLAB_PRELOAD=0 turns it off for both, SCHEDLAB_SLIM_PLOTLY=0 the slim
-# Plotly; for A/B runs).
+# Plotly, SCHEDLAB_EAGER_PLOTLY=0 its early compile; for A/B runs).
 PLAIN = ["-m", "streamlit", "run", "app.py"]
 DASHBOARD = ["serve.py"] if os.environ.get("BENCH_LAUNCH", "serve") == "serve" else PLAIN
 PRELOADED = ["-c", f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); import serve; "
-                   "serve.preload_plotly(slim=os.environ.get('SCHEDLAB_SLIM_PLOTLY', '1') != '0'); "
+                   "serve.preload_plotly(slim=os.environ.get('SCHEDLAB_SLIM_PLOTLY', '1') != '0', "
+                   "eager=os.environ.get('SCHEDLAB_EAGER_PLOTLY', '1') != '0'); "
                    "from streamlit.web import cli; sys.argv = ['streamlit', 'run', 'app.py', *sys.argv[1:]]; "
                    "sys.exit(cli.main())"]
 OTHER_APPS = PRELOADED if DASHBOARD != PLAIN and os.environ.get("SCHEDLAB_PRELOAD", "1") != "0" else PLAIN

@@ -54,7 +54,7 @@ print(fu.get_static_dir() == str(d),                                   # Streaml
       len(same) > 100 and all((d / r).resolve() == (orig / r).resolve() for r in same),  # every other file
                                                                        # is Streamlit's own, through a link
       not (d / chunk).is_symlink(),                                    # the chunk is the slim one
-      (d / chunk).read_text() == serve.slim_plotly((orig / chunk).read_text(), TRACE_TYPES),
+      (d / chunk).read_text() == serve.compile_plotly_early(serve.slim_plotly((orig / chunk).read_text(), TRACE_TYPES)),
       stripped == (orig / "index.html").read_text())                   # nothing else changed
 """
 
@@ -108,6 +108,24 @@ def test_slim_plotly_leaves_a_chunk_it_does_not_recognise():
     assert serve.slim_plotly(js, ("scatter", "bar", "no_such_trace")) is None   # a kept type it lacks
     assert serve.slim_plotly(js.replace('"lib/index.js"', '"lib/main.js"'), ("bar",)) is None
     assert serve.slim_plotly("export default 1;", ("bar",)) is None
+
+
+def test_compile_plotly_early_parenthesizes_the_bundle_factory_and_nothing_else():
+    import serve
+
+    js = _chunk_text()
+    out = serve.compile_plotly_early(js)
+    # the factory: the UMD call's second argument, up to the brace after `return window.Plotly=...`
+    a = re.search(r"\(typeof self<`u`\?self:[\w$]+,", js).end()
+    b = js.index("}", js.index("return window.Plotly=")) + 1
+    assert js[a:a + 5] == "()=>{" and js[b] == ")"
+    assert out == js[:a] + "(" + js[a:b] + ")" + js[b:]
+    # the same on the slim chunk, and nothing it does not recognise
+    slim = serve.slim_plotly(js, ("scatter", "bar"))
+    assert len(serve.compile_plotly_early(slim)) == len(slim) + 2
+    assert serve.compile_plotly_early(js.replace("return window.Plotly=", "return window.PlotlyX=")) is None
+    assert serve.compile_plotly_early(js + js) is None   # two factories: which one?
+    assert serve.compile_plotly_early("export default 1;") is None
 
 
 # Plotly attribute values that are not trace types (axis, shape and button types).
