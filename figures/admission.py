@@ -160,7 +160,8 @@ def littles_figure(runs: dict[str, pd.DataFrame], rejections: dict[str, pd.DataF
         margin={"l": 80, "r": 20, "t": 30, "b": 165},
         legend={"orientation": "h", "yref": "container", "y": 0.005, "yanchor": "bottom", "x": 0.5,
                 "xanchor": "center"},
-        shapes=_cursor(float(fsteps[-1]), x_end, top), **play_controls(fsteps, frame_ms),
+        # the live box shows the tick: the slider goes bare (cheaper to draw, see play_controls)
+        shapes=_cursor(float(fsteps[-1]), x_end, top), **play_controls(fsteps, frame_ms, labelled=False),
         meta={"frames": len(fsteps), "final": final},
     )
     return assemble(data, layout, frames)

@@ -122,10 +122,13 @@ def pick_frames(steps: np.ndarray, max_frames: int) -> np.ndarray:
     return steps[pick]
 
 
-def play_controls(frame_steps, frame_ms: int | None = None) -> dict:
+def play_controls(frame_steps, frame_ms: int | None = None, labelled: bool = True) -> dict:
     """Layout entries (updatemenus, sliders) for frames named str(step): ▶ Play / ❚❚ Pause and a
     slider labelled "step N", opening on the last frame. frame_ms None: a whole run plays in
-    about 6 s, at 2 to 33 frames per second."""
+    about 6 s, at 2 to 33 frames per second. labelled False, for a figure that shows the step
+    itself: a bare slider, no step numbers under it and no "step N" over it. Plotly measures
+    every distinct label twice before it draws a slider (one forced layout each: about 0.4 s for
+    200 steps here); blank labels are measured once."""
     n = len(frame_steps)
     if frame_ms is None:
         frame_ms = int(min(500, max(30, 6000 / max(n, 1))))  # >= 30 ms: up to 33 frames/s
@@ -139,8 +142,9 @@ def play_controls(frame_steps, frame_ms: int | None = None) -> dict:
                                      {"label": "❚❚ Pause", "method": "animate", "args": [[None], stop]}]}],
         "sliders": [{"active": max(n - 1, 0), "x": 0.14, "len": 0.86, "y": 0, "yanchor": "top",
                      "xanchor": "left", "pad": {"t": 50, "b": 0},
-                     "currentvalue": {"prefix": "step ", "xanchor": "right", "font": {"size": 14}},
+                     "currentvalue": {"prefix": "step ", "xanchor": "right", "font": {"size": 14},
+                                      "visible": labelled},
                      "transition": {"duration": 0},
-                     "steps": [{"label": str(int(s)), "method": "animate", "args": [[str(int(s))], stop]}
-                               for s in frame_steps]}],
+                     "steps": [{"label": str(int(s)) if labelled else "", "method": "animate",
+                                "args": [[str(int(s))], stop]} for s in frame_steps]}],
     }

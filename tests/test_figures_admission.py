@@ -47,6 +47,23 @@ def test_littles_figure_rows_markers_and_frames():
     assert final["no limit"]["rejected"] == 0
     assert "rejected 0 of" in frames[-1]["data"][0]["text"][0]
     assert f"tick {int(frames[7]['name']):,}" in frames[7]["data"][0]["text"][0]
+    # the live box shows the tick, so the slider is bare: no step labels, no "step N" readout
+    slider = spec["layout"]["sliders"][0]
+    assert slider["currentvalue"]["visible"] is False
+    assert [s["label"] for s in slider["steps"]] == [""] * 200
+    assert [s["args"][0][0] for s in slider["steps"]] == [f["name"] for f in frames]
+
+
+def test_play_controls_labels_each_step_unless_the_figure_shows_it():
+    from figures.common import play_controls
+
+    steps = [1, 5, 9]
+    sl = play_controls(steps)["sliders"][0]
+    assert [s["label"] for s in sl["steps"]] == ["1", "5", "9"] and sl["currentvalue"]["visible"] is True
+    assert sl["active"] == 2 and [s["args"][0] for s in sl["steps"]] == [["1"], ["5"], ["9"]]
+    bare = play_controls(steps, labelled=False)["sliders"][0]
+    assert [s["label"] for s in bare["steps"]] == ["", "", ""] and bare["currentvalue"]["visible"] is False
+    assert [s["args"] for s in bare["steps"]] == [s["args"] for s in sl["steps"]]   # the same frames
 
 
 def test_live_text_reads_the_curves_at_a_tick():
