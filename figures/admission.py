@@ -157,7 +157,7 @@ def littles_figure(runs: dict[str, pd.DataFrame], rejections: dict[str, pd.DataF
     layout[axis_key(4)]["title"] = {"text": "ticks elapsed (one scheduler step each)"}
     layout.update(
         height=860, template=TEMPLATE, font=FONT, hoverlabel={"font": {"size": 12}}, hovermode="closest",
-        margin={"l": 80, "r": 20, "t": 30, "b": 165},
+        margin={"l": 91, "r": 29, "t": 30, "b": 165},
         legend={"orientation": "h", "yref": "container", "y": 0.005, "yanchor": "bottom", "x": 0.5,
                 "xanchor": "center"},
         # the live box shows the tick: the slider goes bare (cheaper to draw, see play_controls)

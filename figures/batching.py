@@ -72,7 +72,7 @@ def finish_figure(ids: list[str], tokens: list[int], static_finish: list[int], c
                       annotation={"text": f"{name} mean {mean:.6g}", "font": {"color": "#374151", "size": 12}},
                       annotation_position=pos)
     themed(fig).update_layout(height=330, font=FONT, barmode="group", bargap=0.25,
-                      margin={"l": 60, "r": 20, "t": 40, "b": 50}, hoverlabel={"font_size": 12},
+                      margin={"l": 60, "r": 20, "t": 51, "b": 59}, hoverlabel={"font_size": 12},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       yaxis={"title": {"text": "step the result returns"}, "rangemode": "tozero"},
                       xaxis={"title": {"text": "request (tokens it generates)"}})

@@ -106,7 +106,7 @@ def lockstep_figure(a: Trace, b: Trace, titles: tuple[str, str] = ("A", "B"), ma
                                 "font": {"size": 12, "color": "#6B7280"}})
     layout = {
         "height": plot_px + 190, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-        "margin": {"l": 60, "r": 20, "t": 70, "b": 130},
+        "margin": {"l": 90, "r": 20, "t": 70, "b": 139},
         "legend": {"orientation": "h", "y": 1.06, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "xaxis": {**xcommon, "anchor": "y", "matches": "x2", "showticklabels": True},
         "xaxis2": {**xcommon, "anchor": "y2",
@@ -199,7 +199,7 @@ def change_figure(diff: pd.DataFrame, metric: str = "e2e", unit: str = "", max_b
         fig.update_xaxes(title_text=f"requests, sorted by the change ({len(d):,})")
     fig.add_hline(y=0, line_color="#6B7280", line_width=1)
     themed(fig).update_layout(height=320, font=FONT, showlegend=False, bargap=0.1,
-                      margin={"l": 60, "r": 20, "t": 30, "b": 80},
+                      margin={"l": 71, "r": 20, "t": 30, "b": 80},
                       yaxis={"title": {"text": f"B - A, {label}{u}"}, "zeroline": False},
                       meta={"metric": metric, "faster": int((v < -1e-9).sum()), "slower": int((v > 1e-9).sum()),
                             "same": int((np.abs(v) <= 1e-9).sum()), "missing": missing})

@@ -83,7 +83,7 @@ def growth_figure(df: pd.DataFrame, labels: dict[str, str], cross: pd.DataFrame 
     fig.update_yaxes(title_text="milliseconds", row=1, col=2)
     themed(fig).update_layout(height=470, font=FONT,
                       legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
-                      margin={"l": 60, "r": 20, "t": 40, "b": 40}, hoverlabel={"font_size": 12})
+                      margin={"l": 76, "r": 20, "t": 40, "b": 144}, hoverlabel={"font_size": 12})
     fig.update_annotations(yshift=4)
     return fig
 
@@ -115,7 +115,7 @@ def ratio_figure(df: pd.DataFrame, labels: dict[str, str], cross: pd.DataFrame |
     fig.add_annotation(x=0.01, y=2, xref="x domain", yref="y", xanchor="left", yanchor="top", showarrow=False,
                        text="transfer = prefill", font={"size": 12, "color": "#C0392B"})
     themed(fig).update_layout(height=360, font=FONT, showlegend=False,
-                      margin={"l": 60, "r": 20, "t": 30, "b": 50}, hoverlabel={"font_size": 12})
+                      margin={"l": 68, "r": 20, "t": 30, "b": 59}, hoverlabel={"font_size": 12})
     fig.update_xaxes(type="log", title_text="prompt length (tokens)", gridcolor="#EEF0F3", dtick=1)
     fig.update_yaxes(type="log", title_text="transfer as % of prefill", gridcolor="#EEF0F3", dtick=1,
                      range=[math.log10(bottom), math.log10(top)])
@@ -151,7 +151,7 @@ def breakeven_figure(curve: pd.DataFrame, breakeven_gb_s: float, links: dict[str
                            text=f" break-even<br> {breakeven_gb_s:.3g} GB/s<br> ({8 * breakeven_gb_s:.3g} Gb/s)",
                            align="left")
     themed(fig).update_layout(height=360, font=FONT, showlegend=False,
-                      margin={"l": 60, "r": 20, "t": 40, "b": 50}, hoverlabel={"font_size": 12})
+                      margin={"l": 76, "r": 20, "t": 40, "b": 59}, hoverlabel={"font_size": 12})
     fig.update_xaxes(type="log", title_text="link speed, one direction (GB/s)", gridcolor="#EEF0F3", dtick=1,
                      range=[math.log10(bw.min()), math.log10(bw.max()) + 0.6])
     fig.update_yaxes(type="log", title_text="transfer as % of prefill", gridcolor="#EEF0F3", dtick=1,
@@ -211,7 +211,7 @@ def ttft_figure(df: pd.DataFrame, labels: dict[str, str], overhead_ms: float = 0
         step["label"] = f"{int(step['label']):,}"
     fig.frames = [go.Frame(**f) for f in frames]
     themed(fig).update_layout(barmode="stack", height=170 + 48 * len(links), font=FONT,
-                      legend=_legend_top(), margin={"l": 60, "r": 30, "t": 40, "b": 120},
+                      legend=_legend_top(), margin={"l": 178, "r": 30, "t": 50, "b": 139},
                       xaxis={"range": [0, x_max], "title": {"text": "time to first token on the decode side (ms)"},
                              "gridcolor": "#EEF0F3"},
                       yaxis={"autorange": "reversed"}, hoverlabel={"font_size": 12},

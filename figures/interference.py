@@ -127,7 +127,7 @@ def timeline_figure(trace: Trace, horizon: int, max_lanes: int = 8, max_frames: 
     n_lanes = len(lanes)
     layout = {
         "height": int(min(760, 430 + 28 * n_lanes)), "template": TEMPLATE, "font": FONT, "barmode": "overlay",
-        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 90, "r": 20, "t": 70, "b": 130},
+        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 96, "r": 27, "t": 74, "b": 139},
         "legend": {"orientation": "h", "y": 1.07, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "uniformtext": {"mode": "hide", "minsize": 10},
         "xaxis": {"anchor": "y", "range": [0, x_end * 1.001], "matches": "x2", "showgrid": True,
@@ -217,7 +217,7 @@ def budget_figure(sweep: dict, chosen: int | None = None, lesson_budgets=(4004, 
                     "font": {"size": 11, "color": "#374151"}})
     themed(fig).update_layout(
         height=620, font=FONT, hoverlabel={"font_size": 12}, hovermode="closest",
-        margin={"l": 70, "r": 20, "t": 80, "b": 60},
+        margin={"l": 70, "r": 20, "t": 93, "b": 60},
         legend={"orientation": "h", "y": 1.1, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         xaxis={**xcommon, "anchor": "y", "matches": "x2", "showticklabels": False},
         xaxis2={**xcommon, "anchor": "y2", "title": {"text": "token budget per step (log scale)"}},

@@ -146,7 +146,7 @@ def victims_figure(runs: dict[str, tuple[pd.DataFrame, pd.DataFrame]], usable: i
     for i in range(1, len(titles) + 1):
         _timeline_axes(layout, i, 1, 1, steps, usable, x_title=i == len(titles))
     layout.update(height=280 * len(titles) + 110, template=TEMPLATE, font=FONT, annotations=annotations,
-                  hoverlabel={"font": {"size": 12}}, margin={"l": 60, "r": 20, "t": 90, "b": 50},
+                  hoverlabel={"font": {"size": 12}}, margin={"l": 60, "r": 20, "t": 90, "b": 59},
                   legend={"orientation": "h", "y": 0.99, "yanchor": "top", "x": 0, "yref": "container"},
                   meta={"victims": {t: runs[t][1]["victim"].tolist() for t in titles}})
     return assemble(data, layout)
@@ -239,7 +239,7 @@ def memory_figure(trace: Trace, held: pd.DataFrame, tokens: pd.DataFrame, kinds:
     height = max(int(base_l.get("height", 300)) + 40, 380) + 110
     layout.update(
         height=height, template=TEMPLATE, font=FONT, hoverlabel={"font": {"size": 12}}, plot_bgcolor="white",
-        margin={"l": 60, "r": 20, "t": 60, "b": 120}, annotations=notes,
+        margin={"l": 90, "r": 20, "t": 87, "b": 139}, annotations=notes,
         legend={"orientation": "h", "y": 1.04, "yanchor": "bottom", "x": 0},
         shapes=_veil(float(fsteps[start]), x_end, ax2), **controls,
         meta={"frames": len(fsteps), "blocks": n, "grid": [rows, cols], "hover_per_frame": with_hover,
@@ -284,7 +284,7 @@ def cost_figure(curve: pd.DataFrame, pre: pd.DataFrame, mark_tokens: float | Non
                   f"swap {at['swap_ms']:.1f} ms", "showarrow": True, "arrowhead": 2, "ax": 40, "ay": -36,
                   "bgcolor": "rgba(255,255,255,0.9)", "bordercolor": SWAP}]
     layout = {"height": 380, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-              "margin": {"l": 70, "r": 20, "t": 40, "b": 50}, "annotations": notes, "hovermode": "closest",
+              "margin": {"l": 70, "r": 33, "t": 81, "b": 59}, "annotations": notes, "hovermode": "closest",
               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
               "xaxis": {"title": {"text": "context tokens of the preempted request"}, "rangemode": "tozero",
                         "showgrid": True, "gridcolor": "#EEF0F3"},

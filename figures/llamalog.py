@@ -65,7 +65,7 @@ def _marker(colour: str, kind: str) -> dict:
 
 def _layout(height: int, **kw) -> dict:
     return {"height": height, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-            "plot_bgcolor": "white", "margin": {"l": 64, "r": 24, "t": 48, "b": 48},
+            "plot_bgcolor": "white", "margin": {"l": 64, "r": 24, "t": 48, "b": 59},
             "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
             **kw}
 

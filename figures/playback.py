@@ -212,7 +212,7 @@ def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None =
     height = int(min(720, max(260, 150 + 34 * n_slots))) + 90
     layout = {
         "height": height, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 130},
+        "margin": {"l": 90, "r": 20, "t": 49, "b": 139},
         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "xaxis": {"title": {"text": "step" + (f" (every {stride}th shown)" if stride > 1 else "")},
                   "range": [x_start, x_end], "showgrid": False, "zeroline": False,
@@ -299,7 +299,7 @@ def step_tokens_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
                          "tickfont": {"color": "#9333EA"},
                          **({"tickmode": "linear", "dtick": 1} if np.nanmax(waiting, initial=0) <= 8
                             else {"tickmode": "auto"})})
-    fig.update_layout(margin={"l": 60, "r": 60, "t": 40, "b": 50})
+    fig.update_layout(margin={"l": 60, "r": 60, "t": 70, "b": 59})
     fig.update_xaxes(title_text=xlabel, showgrid=False, dtick=1 if len(x) <= 30 else None)
     fig.update_layout(yaxis={"title": {"text": "tokens in the step"}, "rangemode": "tozero"})
     return fig
@@ -388,7 +388,7 @@ def kv_map_figure(trace: Trace, step: int) -> go.Figure:
                  legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                  meta={"step": int(step), "free": st["free"], "cached_free": st["cached_free"],
                        "used": st["used"], "blocks": n})
-    fig.update_layout(margin={"l": 50, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white")
+    fig.update_layout(margin={"l": 50, "r": 10, "t": 46, "b": 10}, plot_bgcolor="white")
     fig.update_xaxes(visible=False, range=[-0.5, cols - 0.5])
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, title_text="block row",
                      tickmode="array", tickvals=list(range(rows)) if rows <= 30 else None,

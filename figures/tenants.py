@@ -125,7 +125,7 @@ def timelines_figure(runs: dict[str, Trace], focus: str | None = None, titles: d
     height = int(min(900, max(300, 130 + 17 * len(rows)))) + 110
     layout: dict = {
         "height": height, "template": TEMPLATE, "font": FONT, "barmode": "overlay", "bargap": 0.2,
-        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 60, "r": 30, "t": 70, "b": 130},
+        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 92, "r": 30, "t": 70, "b": 139},
         "legend": {"orientation": "h", "y": 1.06, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "annotations": [],
         "meta": {"runs": keys, "kind": kind, "x_end": x_end},
@@ -176,7 +176,7 @@ def gap_figure(series: dict[str, pd.Series], bound: float | None, step: int | No
                                  hovertemplate=f"bound 2·max(w_in·L_input, w_out·M) = {bound:,.0f}<extra></extra>"))
         top = max(top, bound)
     _cursor(fig, step)
-    themed(fig).update_layout(height=330, font=FONT, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+    themed(fig).update_layout(height=330, font=FONT, margin={"l": 68, "r": 20, "t": 90, "b": 59},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       hoverlabel={"font_size": 12})
     fig.update_xaxes(title_text="step", showgrid=False, range=[0, x_max + 0.5])
@@ -201,7 +201,7 @@ def counters_figure(trace: Trace, step: int | None = None) -> go.Figure:
         fig.add_annotation(text="This run kept no counters (only VTC does).", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
     _cursor(fig, step)
-    themed(fig).update_layout(height=330, font=FONT, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+    themed(fig).update_layout(height=330, font=FONT, margin={"l": 68, "r": 20, "t": 51, "b": 59},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       hoverlabel={"font_size": 12})
     fig.update_xaxes(title_text="step", showgrid=False)

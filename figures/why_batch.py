@@ -151,7 +151,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
     xcommon = {"range": [x_lo, x_hi], "showgrid": True, "gridcolor": "#F3F4F6", "zeroline": False}
     layout: dict = {
         "height": 900, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-        "margin": {"l": 70, "r": 70, "t": 60, "b": 120}, "hovermode": "closest",
+        "margin": {"l": 80, "r": 70, "t": 109, "b": 139}, "hovermode": "closest",
         "legend": {"orientation": "h", "y": 1.05, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "xaxis": {**xcommon, "domain": col, "anchor": "y"},
         "yaxis": {"domain": rows["top"], "anchor": "x", "rangemode": "tozero", "title": {"text": "ms"}},

@@ -1,0 +1,36 @@
+"""Every chart's declared margins already hold its axes, legend and slider (at the tests'
+1400 px window), so Plotly draws it once. When a tick label, legend or slider needs more room
+than the margin declares, Plotly widens the margin and draws the whole chart a second time
+(plots.doAutoMargin): 70-550 ms a page in CPU profiles before the margins were set."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_pages import pages_from_app  # noqa: E402  (bench/ is not a package)
+
+# the Live engine page draws its charts only once an engine runs
+PAGES = [p for p in pages_from_app() if p["url_path"] != "live_engine"]
+
+# each chart's margins as declared and as Plotly drew them, and whether its data traces are in
+MARGINS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const m = gd._fullLayout.margin, s = gd._fullLayout._size;
+    return {declared: [m.l, m.r, m.t, m.b], drawn: [s.l, s.r, s.t, s.b], traces: (gd.data || []).length};
+})"""
+
+
+@pytest.mark.parametrize("p", PAGES, ids=[p["url_path"] for p in PAGES])
+def test_charts_fit_their_declared_margins(page, app_url, p):
+    page.goto(f"{app_url}/" if p["default"] else f"{app_url}/{p['url_path']}")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1", timeout=150_000)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=150_000)
+    page.wait_for_timeout(1500)   # the last charts draw after the script ends
+    charts = [c for c in page.evaluate(MARGINS) if c["traces"]]
+    assert charts, "no chart drawn"
+    pushed = [(i, c["declared"], c["drawn"]) for i, c in enumerate(charts)
+              if any(abs(d - n) > 1 for d, n in zip(c["declared"], c["drawn"]))]
+    assert not pushed, f"charts whose margins Plotly had to widen (index, [l, r, t, b] declared, drawn): {pushed}"
