@@ -1,7 +1,9 @@
 """Every chart's declared margins already hold its axes, legend and slider (at the tests'
 1400 px window), so Plotly draws it once. When a tick label, legend or slider needs more room
 than the margin declares, Plotly widens the margin and draws the whole chart a second time
-(plots.doAutoMargin): 70-550 ms a page in CPU profiles before the margins were set."""
+(plots.doAutoMargin): 70-550 ms a page in CPU profiles before the margins were set. And no
+axis has Plotly measure its tick labels to hide those past the chart (the template's
+ticklabeloverflow "allow", figures.common)."""
 from __future__ import annotations
 
 import sys
@@ -17,9 +19,11 @@ from bench_pages import pages_from_app  # noqa: E402  (bench/ is not a package)
 PAGES = [p for p in pages_from_app() if p["url_path"] != "live_engine"]
 
 # each chart's margins as declared and as Plotly drew them, and whether its data traces are in
-MARGINS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+MARGINS = r"""() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
     const m = gd._fullLayout.margin, s = gd._fullLayout._size;
-    return {declared: [m.l, m.r, m.t, m.b], drawn: [s.l, s.r, s.t, s.b], traces: (gd.data || []).length};
+    const axes = Object.keys(gd._fullLayout).filter(k => /^[xy]axis\d*$/.test(k));
+    return {declared: [m.l, m.r, m.t, m.b], drawn: [s.l, s.r, s.t, s.b], traces: (gd.data || []).length,
+            overflow: axes.map(k => gd._fullLayout[k].ticklabeloverflow)};
 })"""
 
 
@@ -34,3 +38,5 @@ def test_charts_fit_their_declared_margins(page, app_url, p):
     pushed = [(i, c["declared"], c["drawn"]) for i, c in enumerate(charts)
               if any(abs(d - n) > 1 for d, n in zip(c["declared"], c["drawn"]))]
     assert not pushed, f"charts whose margins Plotly had to widen (index, [l, r, t, b] declared, drawn): {pushed}"
+    hiding = [(i, c["overflow"]) for i, c in enumerate(charts) if set(c["overflow"]) - {"allow"}]
+    assert not hiding, f"charts whose axes hide tick labels past the chart (index, per axis): {hiding}"
