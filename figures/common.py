@@ -35,6 +35,9 @@ MAX_LABEL_CELLS = 400  # cell labels (request id in the cell) only for small gri
 # must add it here (tests/test_serve.py checks the figures' sources and the pages' charts).
 TRACE_TYPES = ("scatter", "scattergl", "bar", "heatmap")
 
+# Each figure declares the margins its axes, legend and controls need. Plotly widens a margin
+# that is too small and then draws the whole chart again (tests/e2e/test_chart_margins.py).
+CONTROLS_MARGIN_B = 139  # below the plot, for play_controls' buttons and slider (135 px) and 4 to spare
 
 
 def _template() -> go.layout.Template:

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import FONT, MAX_BARS, TEMPLATE, pick_frames, play_controls, themed
+from .common import CONTROLS_MARGIN_B, FONT, MAX_BARS, TEMPLATE, pick_frames, play_controls, themed
 from .playback import lane_traces
 
 FASTER, SLOWER, SAME = "#2E7D32", "#C0392B", "#9CA3AF"
@@ -106,7 +106,7 @@ def lockstep_figure(a: Trace, b: Trace, titles: tuple[str, str] = ("A", "B"), ma
                                 "font": {"size": 12, "color": "#6B7280"}})
     layout = {
         "height": plot_px + 190, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-        "margin": {"l": 90, "r": 20, "t": 70, "b": 139},
+        "margin": {"l": 90, "r": 20, "t": 70, "b": CONTROLS_MARGIN_B},
         "legend": {"orientation": "h", "y": 1.06, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "xaxis": {**xcommon, "anchor": "y", "matches": "x2", "showticklabels": True},
         "xaxis2": {**xcommon, "anchor": "y2",

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import FONT, play_controls, themed
+from .common import CONTROLS_MARGIN_B, FONT, play_controls, themed
 
 PREFILL = "#111827"
 OVERHEAD = "#9CA3AF"
@@ -211,7 +211,7 @@ def ttft_figure(df: pd.DataFrame, labels: dict[str, str], overhead_ms: float = 0
         step["label"] = f"{int(step['label']):,}"
     fig.frames = [go.Frame(**f) for f in frames]
     themed(fig).update_layout(barmode="stack", height=170 + 48 * len(links), font=FONT,
-                      legend=_legend_top(), margin={"l": 178, "r": 30, "t": 50, "b": 139},
+                      legend=_legend_top(), margin={"l": 178, "r": 30, "t": 50, "b": CONTROLS_MARGIN_B},
                       xaxis={"range": [0, x_max], "title": {"text": "time to first token on the decode side (ms)"},
                              "gridcolor": "#EEF0F3"},
                       yaxis={"autorange": "reversed"}, hoverlabel={"font_size": 12},

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import FONT, KIND_COLOURS, TEMPLATE, pick_frames, play_controls, themed
+from .common import CONTROLS_MARGIN_B, FONT, KIND_COLOURS, TEMPLATE, pick_frames, play_controls, themed
 
 LONG = "long"
 STALL, LONGER, NORMAL = "#C0392B", "#E8A33D", "#9CA3AF"  # waits: 1.5x the usual or more, a little longer, usual
@@ -127,7 +127,7 @@ def timeline_figure(trace: Trace, horizon: int, max_lanes: int = 8, max_frames: 
     n_lanes = len(lanes)
     layout = {
         "height": int(min(760, 430 + 28 * n_lanes)), "template": TEMPLATE, "font": FONT, "barmode": "overlay",
-        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 96, "r": 27, "t": 74, "b": 139},
+        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 96, "r": 27, "t": 74, "b": CONTROLS_MARGIN_B},
         "legend": {"orientation": "h", "y": 1.07, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "uniformtext": {"mode": "hide", "minsize": 10},
         "xaxis": {"anchor": "y", "range": [0, x_end * 1.001], "matches": "x2", "showgrid": True,

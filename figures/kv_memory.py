@@ -23,8 +23,8 @@ from sim.analysis import block_owner_frames
 from sim.trace import Trace
 
 from .animate import assemble, axes, axis_key, subplot_layout, with_redraw
-from .common import (CACHED_FREE, FONT, FREE, NULL_BLOCK, PREEMPT, TEMPLATE, colour_codes, pick_frames, play_controls,
-                     request_colour)
+from .common import (CACHED_FREE, CONTROLS_MARGIN_B, FONT, FREE, NULL_BLOCK, PREEMPT, TEMPLATE, colour_codes,
+                     pick_frames, play_controls, request_colour)
 from .playback import kv_map_figure
 
 MAX_FRAME_BLOCKS = 32 * 32  # block maps up to 32x32 animate in the browser
@@ -239,7 +239,7 @@ def memory_figure(trace: Trace, held: pd.DataFrame, tokens: pd.DataFrame, kinds:
     height = max(int(base_l.get("height", 300)) + 40, 380) + 110
     layout.update(
         height=height, template=TEMPLATE, font=FONT, hoverlabel={"font": {"size": 12}}, plot_bgcolor="white",
-        margin={"l": 90, "r": 20, "t": 87, "b": 139}, annotations=notes,
+        margin={"l": 90, "r": 20, "t": 87, "b": CONTROLS_MARGIN_B}, annotations=notes,
         legend={"orientation": "h", "y": 1.04, "yanchor": "bottom", "x": 0},
         shapes=_veil(float(fsteps[start]), x_end, ax2), **controls,
         meta={"frames": len(fsteps), "blocks": n, "grid": [rows, cols], "hover_per_frame": with_hover,

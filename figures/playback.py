@@ -19,9 +19,9 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import (CACHED_FREE, EMPTY, FONT, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS, MAX_GRID_COLUMNS,
-                     MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, REJECT, TEMPLATE, colour_codes,
-                     discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed)
+from .common import (CACHED_FREE, CONTROLS_MARGIN_B, EMPTY, FONT, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS,
+                     MAX_GRID_COLUMNS, MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, REJECT, TEMPLATE,
+                     colour_codes, discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed)
 
 KIND_CODE = {"prefill": 0, "decode": 1, "recompute": 2, "padding": 3}
 # drawn over the request colour: prefill lighter, recompute darker, padding almost blank
@@ -212,7 +212,7 @@ def occupancy_figure(trace: Trace, max_frames: int = 200, frame_ms: int | None =
     height = int(min(720, max(260, 150 + 34 * n_slots))) + 90
     layout = {
         "height": height, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-        "margin": {"l": 90, "r": 20, "t": 49, "b": 139},
+        "margin": {"l": 90, "r": 20, "t": 49, "b": CONTROLS_MARGIN_B},
         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "xaxis": {"title": {"text": "step" + (f" (every {stride}th shown)" if stride > 1 else "")},
                   "range": [x_start, x_end], "showgrid": False, "zeroline": False,

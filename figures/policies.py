@@ -19,7 +19,7 @@ from sim.analysis import waiting_ages
 from sim.trace import Trace
 
 from .animate import assemble, axes, axis_key, subplot_layout
-from .common import FONT, MAX_HOVER_CELLS, TEMPLATE, pick_frames, play_controls, request_colour
+from .common import CONTROLS_MARGIN_B, FONT, MAX_HOVER_CELLS, TEMPLATE, pick_frames, play_controls, request_colour
 from .playback import _curtain
 
 RUNNING = "#1F2937"  # a cell where the request is being served
@@ -81,7 +81,7 @@ def service_figure(runs: dict[str, pd.DataFrame], mean_waits: dict[str, float], 
     frames = [{"name": str(int(s)), "layout": {"shapes": _veil(float(s), x_end)}} for s in fsteps]
     layout = {
         "height": int(170 + 78 * len(labels)), "template": TEMPLATE, "font": FONT, "barmode": "overlay",
-        "margin": {"l": 150, "r": 20, "t": 51, "b": 139}, "hoverlabel": {"font": {"size": 12}},
+        "margin": {"l": 150, "r": 20, "t": 51, "b": CONTROLS_MARGIN_B}, "hoverlabel": {"font": {"size": 12}},
         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "title": {"text": "job "}},
         "xaxis": {"title": {"text": "time (one unit = one step of one job); ▲ = arrival"}, "range": [-0.5, x_end],
                   "showgrid": True, "gridcolor": "#EEF0F3", "zeroline": False},
@@ -187,7 +187,7 @@ def waiting_age_figure(runs: dict[str, Trace], max_frames: int = 200, frame_ms: 
     per_plot = int(min(520, max(200, 40 + 9 * n_req)))
     layout.update(
         height=per_plot * n + 170, template=TEMPLATE, font=FONT, hoverlabel={"font": {"size": 12}},
-        margin={"l": 105, "r": 125, "t": 40, "b": 139}, annotations=annotations,
+        margin={"l": 105, "r": 125, "t": 40, "b": CONTROLS_MARGIN_B}, annotations=annotations,
         coloraxis={"colorscale": AGE_SCALE, "cmin": 0, "cmax": zmax,
                    "colorbar": {"title": {"text": "units<br>unserved", "side": "top"}, "thickness": 14, "len": 0.6}},
         shapes=_veil(float(fsteps[-1]), x_end), **play_controls(fsteps, frame_ms),

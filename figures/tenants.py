@@ -19,7 +19,7 @@ from sim.fairness import request_segments
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import FONT, MAX_BARS, REQUEST_PALETTE, TEMPLATE, pick_frames, play_controls, themed
+from .common import CONTROLS_MARGIN_B, FONT, MAX_BARS, REQUEST_PALETTE, TEMPLATE, pick_frames, play_controls, themed
 
 SHORT_TITLES = {"fcfs": "FCFS", "round_robin": "Round-robin", "cap": "Round-robin + cap", "vtc": "VTC"}
 POLICY_COLOURS = {"fcfs": "#6B7280", "round_robin": "#4E79A7", "cap": "#B07AA1", "vtc": "#2E9E5B"}
@@ -125,7 +125,7 @@ def timelines_figure(runs: dict[str, Trace], focus: str | None = None, titles: d
     height = int(min(900, max(300, 130 + 17 * len(rows)))) + 110
     layout: dict = {
         "height": height, "template": TEMPLATE, "font": FONT, "barmode": "overlay", "bargap": 0.2,
-        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 92, "r": 30, "t": 70, "b": 139},
+        "hoverlabel": {"font": {"size": 12}}, "margin": {"l": 92, "r": 30, "t": 70, "b": CONTROLS_MARGIN_B},
         "legend": {"orientation": "h", "y": 1.06, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "annotations": [],
         "meta": {"runs": keys, "kind": kind, "x_end": x_end},

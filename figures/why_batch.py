@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .animate import assemble
-from .common import FONT, TEMPLATE, pick_frames, play_controls
+from .common import CONTROLS_MARGIN_B, FONT, TEMPLATE, pick_frames, play_controls
 
 WEIGHTS, KV, STEP, MEMORY, COMPUTE, OVER = "#4E79A7", "#F28E2B", "#111827", "#4E79A7", "#E15759", "#C0392B"
 FREE_MEM = "#E5E7EB"
@@ -151,7 +151,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
     xcommon = {"range": [x_lo, x_hi], "showgrid": True, "gridcolor": "#F3F4F6", "zeroline": False}
     layout: dict = {
         "height": 900, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-        "margin": {"l": 80, "r": 70, "t": 109, "b": 139}, "hovermode": "closest",
+        "margin": {"l": 80, "r": 70, "t": 109, "b": CONTROLS_MARGIN_B}, "hovermode": "closest",
         "legend": {"orientation": "h", "y": 1.05, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "xaxis": {**xcommon, "domain": col, "anchor": "y"},
         "yaxis": {"domain": rows["top"], "anchor": "x", "rangemode": "tozero", "title": {"text": "ms"}},
