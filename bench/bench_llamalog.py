@@ -8,12 +8,13 @@ Files: the largest log in ../shared/llama-logs (else the gzipped soak fixture, u
 and /tmp/llamalog_bench_60mb.log, made by concatenating the real shared logs (several server
 runs back to back, as a log that spans restarts would be).
 
-Each parse runs in a fresh Python process, `--repeat` times: the time is read_llama_log's wall
-time (interpreter start and imports excluded; the best run), the memory is the child's peak RSS
-(ru_maxrss: interpreter + numpy + pandas + the parse) and how much the parse added to the RSS
-measured after the imports. Then, in the same child, the reader's three line-family regexes
-alone are run over the whole file (the parse's lower bound in Python: what is left is the work
-per record). grep: `grep -c -e 'decoding batch' -e 'n_batch (effective)' FILE`,
+Each parse runs in a fresh Python process, `--repeat` times, twice: with the C tokenizer (C,
+the reader's default; sim/llamascan.c, built on first use) and with the regexes only (re, the
+reader on a machine without a C compiler). The time is read_llama_log's wall time (interpreter
+start and imports excluded; the best run), the memory is the child's peak RSS (ru_maxrss:
+interpreter + numpy + pandas + the parse) and how much the parse added to the RSS measured after
+the imports. Then, in the same child, the tokenizer alone is run over the whole file (what is
+left is the Python state machine). grep: `grep -c -e 'decoding batch' -e 'n_batch (effective)' FILE`,
 the number of model calls, best of `--repeat` runs, wall time including process start. The
 "cpu" columns compare CPU time (user + sys), which a busy machine disturbs less than wall time.
 """
@@ -38,19 +39,28 @@ TARGET_BYTES = 60_000_000
 CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
+from sim import native
 from sim.llamalog import read_llama_log
+use_c = sys.argv[3] == "native"
+if use_c and native.llamascan() is None:
+    print(json.dumps({"error": "the native tokenizer is not available: " + native.why_unavailable()}))
+    sys.exit(0)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0, c0 = time.perf_counter(), time.process_time()
-tr = read_llama_log(sys.argv[2])
+tr = read_llama_log(sys.argv[2], native=use_c)
 dt, cpu = time.perf_counter() - t0, time.process_time() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-# the reader's three line-family regexes alone, over the whole file (after the peak was read)
+# the tokenizer alone over the whole file (after the peak was read): the C scan, or the reader's
+# three line-family regexes (the regex reader's lower bound: the rest is Python per record)
 import gzip
 from sim.llamalog import _QUE, _SLOT, _SRV
 raw = open(sys.argv[2], "rb").read()
-raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+raw = b"\n" + (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 t0 = time.perf_counter()
-records = sum(sum(1 for _ in rx.finditer(raw)) for rx in (_SLOT, _SRV, _QUE))
+if use_c:
+    records = len(native.llamascan()(raw, len(raw), True)[0])
+else:
+    records = sum(sum(1 for _ in rx.finditer(raw)) for rx in (_SLOT, _SRV, _QUE))
 scan = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "cpu": cpu, "peak_kb": peak, "base_kb": base, "steps": len(tr.steps),
                   "tasks": len(tr.requests), "warnings": len(tr.meta["warnings"]), "scan": scan,
@@ -110,12 +120,15 @@ def grep_seconds(path: Path, repeat: int) -> tuple[float, float, int]:
     return best, best_cpu, count
 
 
-def parse_stats(path: Path, repeat: int) -> dict:
+def parse_stats(path: Path, repeat: int, mode: str = "native") -> dict:
+    """mode: "native" (the C tokenizer, as the reader runs by default) or "regex"."""
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(path)], capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(path), mode], capture_output=True,
+                             text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        if "error" in runs[-1]:
+            return runs[-1]
     best = min(runs, key=lambda r: r["seconds"])
     best["cpu"] = min(r["cpu"] for r in runs)
     best["peak_kb"] = max(r["peak_kb"] for r in runs)
@@ -138,13 +151,20 @@ def main(argv=None) -> int:
     for f in files:
         mb = f.stat().st_size / 1e6
         g, gcpu, calls_grep = grep_seconds(f, max(args.repeat, 3))
-        p = parse_stats(f, args.repeat)
-        print(f"{f.name[:26]:26s} {mb:5.1f} {g:7.3f} {p['seconds']:8.3f} {mb / p['seconds']:5.0f} "
-              f"{p['seconds'] / g:6.1f} {gcpu:8.3f} {p['cpu']:9.3f} {p['cpu'] / max(gcpu, 1e-3):5.1f} "
-              f"{p['peak_kb'] / 1024:11.0f} {p['added_kb'] / 1024:9.0f} {p['steps']:6d}")
-        print(f"  of which the line-family regexes alone (three finditer passes, {p['records']:,} records): "
-              f"{p['scan']:.3f} s = {p['scan'] / g:.1f}x grep; the rest is Python handling each record")
-        if calls_grep != p["steps"]:
+        for mode in ("native", "regex"):
+            p = parse_stats(f, args.repeat, mode)
+            label = f.name[:20] + (" (C)" if mode == "native" else " (re)")
+            if "error" in p:
+                print(f"{label:26s} {p['error']}")
+                continue
+            print(f"{label:26s} {mb:5.1f} {g:7.3f} {p['seconds']:8.3f} {mb / p['seconds']:5.0f} "
+                  f"{p['seconds'] / g:6.1f} {gcpu:8.3f} {p['cpu']:9.3f} {p['cpu'] / max(gcpu, 1e-3):5.1f} "
+                  f"{p['peak_kb'] / 1024:11.0f} {p['added_kb'] / 1024:9.0f} {p['steps']:6d}")
+            what = ("the C tokenizer alone (candidates, the frequent records parsed)" if mode == "native" else
+                    "the three line-family regexes alone (finditer)")
+            print(f"  {what}: {p['scan']:.3f} s = {p['scan'] / g:.1f}x grep, {p['records']:,} records; "
+                  f"the rest is the Python state machine")
+        if calls_grep != p.get("steps", calls_grep):
             print(f"  note: grep counts {calls_grep} decode lines (retries of failed calls included), "
                   f"the reader {p['steps']} model calls")
     print("\nTargets: within 3x of grep's time, under 400 MB peak.")

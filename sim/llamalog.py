@@ -25,10 +25,15 @@ shared/llama-logs/FORMAT.md; both corpus builds (c392e5094 "OLD", 34af94cd9 "NEW
 documented formats in between are understood. Lines of the scheduler's families that are not
 understood are counted in meta["unparsed_lines"] with a few examples.
 
-Speed and memory: the input is read in blocks of a few MB (never all lines at once); each block is
-scanned by three compiled regular expressions, one per line family ("slot", "srv", "que"), that
-each start with a literal, so the regex engine jumps from candidate to candidate in C and Python
-only sees the few records per model call that matter. Memory is the block plus the result.
+Speed and memory: the input is read in blocks of a few MB (never all lines at once). A tokenizer
+finds each block's records; one loop (LlamaLogReader._apply) runs the state machine over them.
+- The C tokenizer (sim/llamascan.c, built on first use by sim/native.py) finds the candidates
+  with SIMD compares and parses the frequent records' fields (decode tokens, sampled tokens,
+  model calls); the rare ones go back to the family's regex, so each line has one definition.
+- Without a C compiler, the reference tokenizer runs: three compiled regexes, one per line
+  family ("slot", "srv", "que"), each starting with a literal. Both give byte-identical Traces
+  (the reader's tests parse every input both ways).
+Memory is the block plus the result.
 
 Bad input never raises: bytes are decoded with errors="replace" where text is kept, binary
 garbage is skipped, a cut last line / a log cut in the middle of a batch / interleaved lines are
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import io
 import operator
+from bisect import bisect_left
 import os
 import random
 import re
@@ -53,6 +59,9 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from . import native
+from .native import (K_DBATCH, K_DEC, K_EFF, K_IGN_SLOT, K_IGN_SRV, K_POST, K_RUNS, K_SLOW_QUE,
+                     K_SLOW_SLOT, K_SLOW_SRV, K_TOK, K_YDONE)
 from .trace import Trace, empty_table, table_from_columns
 from .workload import MIN_TOKEN_ID, VOCAB_SIZE, Request, Workload, output_token
 
@@ -146,6 +155,34 @@ _GS = _SLOT.groupindex
 _G_DEC_N, _G_DEC_K, _G_TOK_N, _G_TOK_R = _GS["dec_n"], _GS["dec_k"], _GS["tok_n"], _GS["tok_r"]
 _G_SID, _G_TID, _G_DEC = _GS["sid"], _GS["tid"], _GS["dec"]
 
+# Records, as both tokenizers give them: kind, start, then fields a, b, c, e and ts (the prefix's
+# ms, -1: ask _ts). The frequent kinds carry their fields (K_* from llamascan.c); the regex
+# tokenizer's other records are K_MATCH with the match in a; the C tokenizer's are SLOW.
+K_MATCH = 13
+_NO_TS = -1.0
+
+
+def _record(m) -> tuple:
+    """A regex match as a record, the frequent kinds parsed as llamascan.c parses them."""
+    g, s = m.lastgroup, m.start()
+    if g == "tok":
+        return K_TOK, s, int(m.group(_G_SID)), int(m.group(_G_TID)), int(m.group(_G_TOK_N)), \
+            int(m.group(_G_TOK_R)), _NO_TS
+    if g == "dec":
+        flags = 1 if m.group(_G_DEC_K) == b"past" else 2 if m.string.startswith(b"id=", m.start(_G_DEC) + 19) else 0
+        return K_DEC, s, int(m.group(_G_SID)), int(m.group(_G_TID)), int(m.group(_G_DEC_N)), flags, _NO_TS
+    if g == "post":
+        return K_POST, s, 0, 0, 0, 0, _NO_TS
+    if g == "eff":
+        return K_EFF, s, 0, 0, int(m.group("eff_o")), int(m.group("eff_b")), _NO_TS
+    if g == "ydone":
+        return K_YDONE, s, 0, 0, 0, 0, _NO_TS
+    if g == "dbatch":
+        return K_DBATCH, s, 0, 0, int(m.group("db_n")), 0, _NO_TS
+    if g == "runs":
+        return K_RUNS, s, 0, 0, 0, 0, _NO_TS
+    return K_MATCH, s, m, 0, 0, 0, _NO_TS
+
 # Rare lines that do not start with slot/srv/que: the build, the context parameters, libllama's
 # KV failures. Only tried on lines holding one of the gate substrings.
 _SEC = re.compile(
@@ -155,6 +192,7 @@ _SEC = re.compile(
     rb"|kv_unified|flash_attn|causal_attn) += (?P<cv>[^\s]+))"
 )
 _SEC_GATES = (b"build", b"llama_")
+_SEC_LLAMA = (b"llama_context", b"llama_init_from_model")   # a line found by the second gate needs one
 _START = operator.methodcaller("start")
 _TS = re.compile(rb"(\d{1,6})\.(\d\d)\.(\d\d\d)\.(\d\d\d) [A-Z] \Z")
 def _prefix_ms(m) -> float:
@@ -230,8 +268,9 @@ class LlamaLogReader:
 
     read_llama_log() wraps it for paths, bytes, file objects and line iterators."""
 
-    def __init__(self, name: str = ""):
+    def __init__(self, name: str = "", native: bool = True):
         self.name = name
+        self.native = native   # use the C tokenizer when it can be built (same records, same Trace)
         self.carry = b""
         self.skip_long = False
         self.families = (_SLOT, _SRV, _QUE)
@@ -300,16 +339,16 @@ class LlamaLogReader:
         self.e_kind: list[str] = []
         self.e_detail: list[str] = []
         self.handlers = {
-            "dec": self._h_dec, "tok": self._h_tok, "chunk": self._h_chunk, "kvrm": self._h_kvrm,
+            "chunk": self._h_chunk, "kvrm": self._h_kvrm,
             "prog": self._h_prog, "pdone": self._h_pdone, "isamp": self._h_isamp, "newp": self._h_newp,
             "stop": self._h_stop, "rel": self._h_rel, "launch": self._h_launch, "lslot": self._h_lslot,
             "draft": self._h_draft, "cshift": self._h_cshift, "trunc": self._h_trunc, "full": self._h_full,
             "ptime": self._h_ptime, "etime": self._h_etime, "thdr": self._h_thdr, "newslot": self._h_newslot,
-            "sother": self._h_sother, "post": self._h_post, "dbatch": self._h_dbatch, "runs": self._h_runs,
+            "sother": self._h_sother,
             "ofail": self._h_ofail, "ofull": self._h_ofull, "decerr": self._h_decerr, "uother": self._h_uother,
-            "eff": self._h_eff, "nfail": self._h_nfail, "nctx": self._h_nctx, "dother": self._h_dother,
+            "nfail": self._h_nfail, "nctx": self._h_nctx, "dother": self._h_dother,
             "senderr": self._h_senderr, "cancel": self._h_cancel, "defer": self._h_defer,
-            "nslots": self._h_nslots, "ydone": self._h_ydone, "popdef": self._h_popdef,
+            "nslots": self._h_nslots, "popdef": self._h_popdef,
             "arr": self._h_arr, "build": self._h_build,
             "cv": self._h_cfg, "loadm": self._h_loadm,
         }
@@ -365,45 +404,224 @@ class LlamaLogReader:
         data[:end] ends with one."""
         if not self.records:
             self.nlines += data.count(b"\n", 0, end) - 1
+        scan = native.llamascan() if self.native else None
+        if scan is None:
+            self._scan_regex(data, end)
+            return
+        # the C tokenizer: candidates in order, the frequent records parsed
+        cols = scan(data, end, self.families is not _LOOSE)
+        loadm = cols.pop()
+        if not self.records and not self._has_slot_srv(cols, data, end) and self._go_loose(data, end):
+            return
+        secs = []
+        if self.n_steps < self.run_first_step or loadm:
+            secs = self._sec_matches(data, end, native.llamagates()(data, end))
+        ends = [0, 0, 0]
+        lo = 0
+        for m in secs:   # start-up lines, in their place among the records
+            hi = bisect_left(cols[1], m.start())
+            self.records += self._apply(data, end, zip(*[c[lo:hi] for c in cols]), ends) + 1
+            self.handlers[m.lastgroup](m, data, m.start())
+            lo = hi
+        self.records += self._apply(data, end, zip(*[c[lo:] for c in cols] if lo else cols), ends)
+
+    def _scan_regex(self, data: bytes, end: int) -> None:
+        """The reference tokenizer: one regex per line family; the records in the order they start,
+        the frequent kinds parsed as the C tokenizer parses them."""
         slot_re, srv_re, que_re = self.families
         srv = list(srv_re.finditer(data, 0, end))
         ms = list(slot_re.finditer(data, 0, end))
-        if not ms and not srv and not self.records and self.families is not _LOOSE:
-            if sum(1 for _ in _LOOSE[0].finditer(data, 0, end)) >= 5:
-                self.families = _LOOSE
-                self._warn("the log's lines carry a foreign prefix (journald, docker, ...?): records are "
-                           "read wherever they appear on a line")
-                self.nlines -= data.count(b"\n", 0, end) - 1
-                self._scan(data, end)
-                return
-        # start-up lines (build, context parameters) are looked for only where a server starts
+        if not ms and not srv and self._go_loose(data, end):
+            return
         need_sec = self.n_steps < self.run_first_step or any(m.lastgroup == "loadm" for m in srv)
         ms.extend(srv)
         ms.extend(que_re.finditer(data, 0, end))
         if need_sec:
-            seen = set()
-            for g in _SEC_GATES:
-                i = data.find(g, 0, end)
-                while i >= 0:
-                    ls = data.rfind(b"\n", 0, i) + 1
-                    le = data.find(b"\n", i, end)
-                    if ls not in seen:
-                        seen.add(ls)
-                        m = _SEC.match(data, ls)
-                        if m is None:   # behind a foreign prefix (journald, docker): not inside JSON text
-                            m = _SEC.search(data, ls, min(le if le >= 0 else len(data), ls + 300))
-                            if m is not None and (b'"' in data[ls:m.start()] or b"{" in data[ls:m.start()]):
-                                m = None
-                        if m is not None:
-                            ms.append(m)
-                    if le < 0:
-                        break
-                    i = data.find(g, le, end)
+            ms.extend(self._sec_matches(data, end))
         ms.sort(key=_START)
-        handlers = self.handlers
-        for m in ms:
-            handlers[m.lastgroup](m, data, m.start())
-        self.records += len(ms)
+        self.records += self._apply(data, end, map(_record, ms), [0, 0, 0])
+
+    def _go_loose(self, data: bytes, end: int) -> bool:
+        """No slot or srv record yet: are the lines behind a foreign prefix? Then rescan loosely."""
+        if self.records or self.families is _LOOSE or sum(1 for _ in _LOOSE[0].finditer(data, 0, end)) < 5:
+            return False
+        self.families = _LOOSE
+        self._warn("the log's lines carry a foreign prefix (journald, docker, ...?): records are "
+                   "read wherever they appear on a line")
+        self.nlines -= data.count(b"\n", 0, end) - 1
+        self._scan(data, end)
+        return True
+
+    def _gate_lines(self, data: bytes, end: int):
+        """Per gate, the first occurrence on each line: that line's start and end (-1: none)."""
+        for g in _SEC_GATES:
+            i = data.find(g, 0, end)
+            lines = []
+            while i >= 0:
+                le = data.find(b"\n", i, end)
+                lines.append((data.rfind(b"\n", 0, i) + 1, le))
+                if le < 0:
+                    break
+                i = data.find(g, le, end)
+            yield lines
+
+    def _sec_matches(self, data: bytes, end: int, gated=None) -> list:
+        """Start-up lines (build, context parameters): looked for only where a server starts.
+        gated: the gates' lines, when the native tokenizer found them."""
+        out, seen = [], set()
+        for g, lines in zip(_SEC_GATES, gated or self._gate_lines(data, end)):
+            for ls, le in lines:
+                if ls not in seen and (g != b"llama_" or any(data.find(w, ls, le if le >= 0 else end) >= 0
+                                                             for w in _SEC_LLAMA)):
+                    seen.add(ls)
+                    m = _SEC.match(data, ls)
+                    if m is None:   # behind a foreign prefix (journald, docker): not inside JSON text
+                        m = _SEC.search(data, ls, min(le if le >= 0 else len(data), ls + 300))
+                        if m is not None and (b'"' in data[ls:m.start()] or b"{" in data[ls:m.start()]):
+                            m = None
+                    if m is not None:
+                        out.append(m)
+        out.sort(key=_START)
+        return out
+
+    def _has_slot_srv(self, cols, data: bytes, end: int) -> bool:
+        """Does the block hold a record of the slot or srv family?"""
+        for k, s in zip(cols[0], cols[1]):
+            if k == K_SLOW_SLOT or k == K_SLOW_SRV:
+                if self.families[k - K_SLOW_SLOT].match(data, s, end):
+                    return True
+            elif k != K_YDONE and k != K_SLOW_QUE:
+                return True
+        return False
+
+    def _apply(self, data: bytes, end: int, records, ends: list) -> int:
+        """Run the state machine over records (kind, start, a, b, c, e, ts); returns how
+        many were records. A SLOW candidate is a record when its family's regex matches there, and
+        then the span it matched hides that family's candidates inside it, as re.finditer would.
+        The frequent kinds are handled inline: this loop is the reader's hot path."""
+        fams, handlers = self.families, self.handlers
+        cur = self.cur_tasks
+        b_step, b_req, b_slot, b_kind = self.b_step, self.b_req, self.b_slot, self.b_kind
+        b_tok, b_cb, b_samp, st_end = self.b_tok, self.b_cb, self.b_samp, self.st_end
+        slot_end, srv_end, que_end = ends
+        n = 0
+        for k, s, a, b, c, e, w in records:
+            if k == K_TOK:   # a sampled token of task b: c generated so far, e remaining (-1: no limit)
+                if s < slot_end:
+                    continue
+                t = cur.get(b) or self._task(b)
+                self.saw_tok = True
+                if c > t.n_gen:
+                    t.n_gen = c
+                if t.ft_step is None:
+                    t.ft_step = self.n_steps
+                    t.ft_t = self._when(w, data, s)
+                    if e >= 0 and t.max_tokens is None:
+                        t.max_tokens = c + e
+                if self.phase == 2 and self.saw_ts and st_end[-1] is None:
+                    st_end[-1] = self._when(w, data, s)
+            elif k == K_DEC:   # slot a's decode token for task b joins the batch; c: n_tokens/n_past
+                if s < slot_end:
+                    continue
+                if self.phase != 1:
+                    self._implicit_open()
+                t = cur.get(b) or self._task(b)
+                t.n_dec += 1
+                if t.slot is None:
+                    t.slot = a
+                b_step.append(self.n_steps + 1)
+                b_req.append(t.key)
+                b_slot.append(a)
+                b_kind.append("decode")
+                b_tok.append(1)
+                # OLD's n_past counts the token just added (e & 1); so does n_tokens in builds without
+                # `id=` (2025-10 to 2026-04, by their source), while with `id=` (e & 2) it is the count
+                # before it. A task's first decode token, right after its prompt, shows which way a
+                # log without `id=` counts.
+                if e & 1:
+                    after = True
+                elif e & 2:
+                    after = False
+                else:
+                    if self.dec_after is None and t.n_dec == 1 and t.prompt_len is not None \
+                            and 0 <= c - t.prompt_len <= 1:
+                        self.dec_after = c > t.prompt_len
+                    after = self.dec_after is not False
+                b_cb.append(c - 1 if after else c)
+                b_samp.append(True)
+                self.it_dec += 1
+            elif k == K_POST:   # the scheduler starts building a batch
+                if s < srv_end:
+                    continue
+                if self.phase == 1:
+                    self._abandon()
+                self._open()
+            elif k == K_EFF:   # a model call attempt (NEW builds); c: its offset in the batch
+                if s < srv_end:
+                    continue
+                if self.phase == 2 and (self.fail_pending or c > 0):
+                    self.st_attempts[-1] += 1
+                    self.fail_pending = False
+                else:
+                    if self.phase == 2:   # off = 0 again without a failure: the opening line was lost
+                        self._open()
+                        self.headless_calls += 1
+                    self._model_call(self._when(w, data, s), None)
+            elif k == K_YDONE:   # the model call returned
+                if s < que_end:
+                    continue
+                if self.phase == 2 and self.saw_ts:
+                    st_end[-1] = self._when(w, data, s)
+            elif k == K_DBATCH:   # a model call (OLD builds) of c tokens
+                if s < srv_end:
+                    continue
+                self._model_call(self._when(w, data, s), c)
+            elif k == K_RUNS:   # the iteration ends (OLD builds)
+                if s < srv_end:
+                    continue
+                if self.phase == 2 and st_end[-1] is None and self.saw_ts:
+                    st_end[-1] = self._when(w, data, s)
+                self.phase = 0
+            elif k == K_IGN_SLOT:
+                if s < slot_end:
+                    continue
+            elif k == K_IGN_SRV:
+                if s < srv_end:
+                    continue
+            elif k == K_MATCH:   # the regex tokenizer's rare records
+                handlers[a.lastgroup](a, data, s)
+                cur = self.cur_tasks   # a new server run replaces it
+            else:   # SLOW: the family's regex decides
+                f = k - K_SLOW_SLOT
+                if s < (slot_end, srv_end, que_end)[f]:
+                    continue
+                m = fams[f].match(data, s, end)
+                if m is None:
+                    continue
+                if f == 0:
+                    slot_end = m.end()
+                elif f == 1:
+                    srv_end = m.end()
+                else:
+                    que_end = m.end()
+                rec = _record(m)
+                if rec[0] == K_MATCH:
+                    handlers[m.lastgroup](m, data, s)
+                    cur = self.cur_tasks
+                else:   # a frequent kind the C tokenizer left to the regex: the same path
+                    self._apply(data, end, (rec,), [0, 0, 0])
+            n += 1
+        ends[:] = slot_end, srv_end, que_end
+        return n
+
+    def _when(self, w: float, data: bytes, s: int):
+        """The record's time: w when the tokenizer read the prefix (ms), else _ts."""
+        if w < 0:
+            return self._ts(data, s)
+        self.saw_ts = True
+        t = w + self.t_offset
+        self.last_t = t
+        return t
 
     def _ts(self, data: bytes, s: int):
         """Milliseconds since the logger started, from the `M.SS.mmm.uuu L ` prefix before s."""
@@ -458,6 +676,9 @@ class LlamaLogReader:
             try:
                 val = int(v)
             except ValueError:
+                if k.startswith("n_"):   # a size that is no number (a damaged line): not a setting
+                    self._warn(f"a start-up line gives {k} = {v[:20]!r}, not a number: ignored")
+                    return
                 val = v
         self.cfg[key] = val
 
@@ -641,58 +862,11 @@ class LlamaLogReader:
         t.pend_x = x
 
     # ------------------------------------------------------------------ slot handlers
-    def _h_dec(self, m, data, s):
-        if self.phase != 1:
-            self._implicit_open()
-        tid = int(m.group(_G_TID))
-        t = self.cur_tasks.get(tid) or self._task(tid)
-        n = int(m.group(_G_DEC_N))
-        t.n_dec += 1
-        slot = int(m.group(_G_SID))
-        if t.slot is None:
-            t.slot = slot
-        self.b_step.append(self.n_steps + 1)
-        self.b_req.append(t.key)
-        self.b_slot.append(slot)
-        self.b_kind.append("decode")
-        self.b_tok.append(1)
-        # OLD's n_past counts the token just added; so does n_tokens in builds without `id=` (2025-10
-        # to 2026-04, by their source), while with `id=` it is the count before it. A task's first
-        # decode token, right after its prompt, shows which way a log without `id=` counts.
-        if m.group(_G_DEC_K) == b"past":
-            after = True
-        elif data.startswith(b"id=", m.start(_G_DEC) + 19):
-            after = False
-        else:
-            if self.dec_after is None and t.n_dec == 1 and t.prompt_len is not None \
-                    and 0 <= n - t.prompt_len <= 1:
-                self.dec_after = n > t.prompt_len
-            after = self.dec_after is not False
-        self.b_cb.append(n - 1 if after else n)
-        self.b_samp.append(True)
-        self.it_dec += 1
-
     def _h_draft(self, m, data, s):
         self._implicit_open()
         t = self._task(int(m.group(_G_TID)))
         t.n_dec += 1
         self._entry(t, int(m.group(_G_SID)), "decode", 1 + int(m.group("draft_d")), int(m.group("draft_p")), True)
-
-    def _h_tok(self, m, data, s):
-        tid = int(m.group(_G_TID))
-        t = self.cur_tasks.get(tid) or self._task(tid)
-        n = int(m.group(_G_TOK_N))
-        self.saw_tok = True
-        if n > t.n_gen:
-            t.n_gen = n
-        if t.ft_step is None:
-            t.ft_step = self.n_steps
-            t.ft_t = self._ts(data, s)
-            r = int(m.group(_G_TOK_R))
-            if r >= 0 and t.max_tokens is None:
-                t.max_tokens = n + r
-        if self.phase == 2 and self.saw_ts and self.st_end[-1] is None:
-            self.st_end[-1] = self._ts(data, s)
 
     def _h_chunk(self, m, data, s):
         tid = int(m.group(3))
@@ -873,34 +1047,6 @@ class LlamaLogReader:
         self._unparsed(data, s)
 
     # ------------------------------------------------------------------ srv / que handlers
-    def _h_post(self, m, data, s):
-        if self.phase == 1:
-            self._abandon()
-        self._open()
-
-    def _h_eff(self, m, data, s):
-        off = int(m.group("eff_o"))
-        if self.phase == 2 and (self.fail_pending or off > 0):
-            self.st_attempts[-1] += 1
-            self.fail_pending = False
-            return
-        if self.phase == 2:   # off = 0 again without a failure: a new iteration whose opening line is lost
-            self._open()
-            self.headless_calls += 1
-        self._model_call(self._ts(data, s), None)
-
-    def _h_dbatch(self, m, data, s):
-        self._model_call(self._ts(data, s), int(m.group("db_n")))
-
-    def _h_ydone(self, m, data, s):
-        if self.phase == 2 and self.saw_ts:
-            self.st_end[-1] = self._ts(data, s)
-
-    def _h_runs(self, m, data, s):
-        if self.phase == 2 and self.st_end[-1] is None and self.saw_ts:
-            self.st_end[-1] = self._ts(data, s)
-        self.phase = 0
-
     def _h_nfail(self, m, data, s):
         self.fail_pending = True
         step, t = max(self.n_steps, 1), self._ts(data, s)
@@ -1310,7 +1456,7 @@ def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, 
 
 
 def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | None = None,
-                   block_size: int = BLOCK_SIZE) -> Trace:
+                   block_size: int = BLOCK_SIZE, native: bool = True) -> Trace:
     """Parse a llama-server log into a Trace.
 
     source: a path (str / os.PathLike; .gz is decompressed, also when sniffed from the bytes),
@@ -1318,7 +1464,7 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
     progress(bytes_read, total_bytes_or_None) is called after every block.
     Bad content never raises; problems are listed in trace.meta["warnings"]. A path that
     cannot be opened raises OSError."""
-    reader = LlamaLogReader(name=name or "")
+    reader = LlamaLogReader(name=name or "", native=native)
     if isinstance(source, (str, os.PathLike)) and not (isinstance(source, str) and "\n" in source
                                                         and not os.path.exists(source)):
         path = os.fspath(source)

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.llamalog import LlamaLogReader, read_llama_log, server_runs_table, summary, workload_from_trace
+from reader_check import read_llama_log
+from sim.llamalog import LlamaLogReader, server_runs_table, summary, workload_from_trace
 from sim.simulate import simulate
 from sim.trace import Trace
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.llamalog import read_llama_log, summary
+from reader_check import read_llama_log
+from sim.llamalog import summary
 from tests.test_llamalog import FIX, NEW, OLD, manifest_of, parsed, raw_text, test_task_counts_equal_server_timings
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.llamalog import read_llama_log, summary
+from reader_check import read_llama_log
+from sim.llamalog import summary
 
 # ANSI colours as common/log.cpp prints them with --log-colors: INFO resets after the level,
 # WARN/ERROR/DEBUG reset at the end of the record

@@ -1,0 +1,21 @@
+"""read_llama_log for the reader's tests: every input the tests re-read is parsed by both
+tokenizers (the C one, sim/llamascan.c, and the regexes it must agree with), and the two Traces
+must be byte-identical. Test modules import `read_llama_log` from here instead of sim.llamalog."""
+from __future__ import annotations
+
+import os
+
+from sim import native
+from sim.llamalog import read_llama_log as _read
+
+REREADABLE = (str, os.PathLike, bytes, bytearray, memoryview, list, tuple)
+
+
+def read_llama_log(source, **kw):
+    assert native.llamascan() is not None, f"the native tokenizer is not available: {native.why_unavailable()}"
+    trace = _read(source, **kw)
+    if isinstance(source, REREADABLE):   # streams and iterators are read once
+        kw.pop("progress", None)
+        ref = _read(source, native=False, **kw)
+        assert trace.to_bytes() == ref.to_bytes(), "the C and regex tokenizers gave different Traces"
+    return trace
