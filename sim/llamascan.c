@@ -287,9 +287,20 @@ int64_t llamascan(const uint8_t *d, int64_t n, int64_t end, int32_t guarded, int
     return k;
 }
 
+static int find(const uint8_t *d, int64_t from, int64_t to, const char *s, int64_t len) {
+    for (int64_t q = from; q + len <= to; q++) {
+        const uint8_t *hit = memchr(d + q, s[0], (size_t)(to - q));
+        if (!hit) return 0;
+        q = hit - d;
+        if (q + len <= to && memcmp(hit, s, (size_t)len) == 0) return 1;
+    }
+    return 0;
+}
+
 /* The start-up lines' gates ("build", "llama_"), as LlamaLogReader._sec_matches finds them with
  * bytes.find: per gate, the first occurrence on each line, its line's start and end (-1: no line
- * end before `end`, and the gate's search stops there). Writes gate 0's lines then gate 1's
+ * end before `end`, and the gate's search stops there); a "llama_" line only when it holds
+ * "llama_context" or "llama_init_from_model". Writes gate 0's lines then gate 1's
  * (counts in ng[0], ng[1]); returns -1 when cap is too small. */
 int64_t llamagates(const uint8_t *d, int64_t end, int64_t cap, int64_t *ls, int64_t *le, int64_t *ng) {
     static const char *const gates[2] = {"build", "llama_"};
@@ -323,9 +334,13 @@ int64_t llamagates(const uint8_t *d, int64_t end, int64_t cap, int64_t *ls, int6
             int64_t s = p;
             while (s > 0 && d[s - 1] != '\n') s--;
             const uint8_t *nl = memchr(d + p, '\n', (size_t)(end - p));
-            out_s[g][cnt[g]] = s;
-            out_e[g][cnt[g]] = nl ? nl - d : -1;
-            cnt[g]++;
+            int64_t e = nl ? nl - d : end;
+            /* a "llama_" line matters only with one of _SEC_LLAMA's words (the reader's own test) */
+            if (g == 0 || find(d, s, e, LIT("llama_context")) || find(d, s, e, LIT("llama_init_from_model"))) {
+                out_s[g][cnt[g]] = s;
+                out_e[g][cnt[g]] = nl ? nl - d : -1;
+                cnt[g]++;
+            }
             if (nl) from[g] = nl - d;
             else done[g] = 1;
         }
