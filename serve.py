@@ -18,6 +18,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -212,6 +213,8 @@ def preload_plotly(slim: bool = True, eager: bool = True) -> Path | None:
 
 if __name__ == "__main__":
     warm()
+    # the log reader's C tokenizer: built (first run only) or loaded now, not on the first upload
+    threading.Thread(target=importlib.import_module("sim.native").llamascan, daemon=True).start()
     skip_repl_check()
     route_through_app()
     if os.environ.get("SCHEDLAB_PRELOAD", "1") != "0":  # 0: Streamlit's own index.html (for A/B runs)

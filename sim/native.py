@@ -37,7 +37,19 @@ def _cache_dirs() -> list[Path]:
     env = os.environ.get("SCHEDLAB_CACHE")
     if env:
         return [Path(env)]
-    return [Path.home() / ".cache" / "schedlab", Path(tempfile.gettempdir()) / "schedlab"]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return [Path.home() / ".cache" / "schedlab", Path(tempfile.gettempdir()) / f"schedlab-{uid}"]
+
+
+def _ours(path: Path) -> bool:
+    """Only a directory or library this user owns and nobody else may write is trusted: a
+    library planted in a shared temp directory would run inside the dashboard."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    return mine and not st.st_mode & 0o022
 
 
 def _compiler() -> str | None:
@@ -52,7 +64,7 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     tag = hashlib.sha256(src + " ".join(CFLAGS).encode()).hexdigest()[:16]
     for d in _cache_dirs():
         lib = d / f"llamascan-{tag}.so"
-        if lib.exists():
+        if lib.exists() and _ours(d) and _ours(lib):
             try:
                 return ctypes.CDLL(str(lib)), ""
             except OSError:
@@ -63,7 +75,10 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     err = ""
     for d in _cache_dirs():
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _ours(d):
+                err = f"{d} is not this user's alone"
+                continue
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=d)
             os.close(fd)
         except OSError as e:
@@ -75,6 +90,7 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
             if res.returncode != 0:
                 return None, f"{cc} failed: {res.stderr.strip()[:300]}"
             lib = d / f"llamascan-{tag}.so"
+            os.chmod(tmp, 0o700)   # the linker's mode follows the umask
             os.replace(tmp, lib)   # atomic: a concurrent build of the same source lands the same file
             return ctypes.CDLL(str(lib)), ""
         except (OSError, subprocess.SubprocessError) as e:

@@ -194,3 +194,21 @@ def test_records_of_a_block_in_order():
         assert (a[i], b[i], c[i], e[i]) == tuple(int(x) for x in g.groups())
         r = LlamaLogReader()
         assert ts[i] == r._ts(data, pos[i])   # the same double as the Python stamp
+
+
+def test_a_library_others_can_write_is_not_loaded(fresh_native):
+    """A cached library in a directory others may write (a planted one) is rebuilt, not run."""
+    assert native.llamascan() is not None
+    lib = next(fresh_native.glob("llamascan-*.so"))
+    native.reset()
+    lib.chmod(0o777)
+    stamp = lib.stat().st_mtime_ns
+    assert native.llamascan() is not None
+    assert lib.stat().st_mtime_ns != stamp and not lib.stat().st_mode & 0o022   # built again, this user's alone
+    native.reset()
+    fresh_native.chmod(0o777)
+    try:
+        assert native.llamascan() is None
+        assert "not this user's alone" in native.why_unavailable()
+    finally:
+        fresh_native.chmod(0o700)
