@@ -50,6 +50,7 @@ from __future__ import annotations
 import io
 import operator
 from bisect import bisect_left
+from itertools import islice
 import os
 import random
 import re
@@ -417,13 +418,16 @@ class LlamaLogReader:
         if self.n_steps < self.run_first_step or loadm:
             secs = self._sec_matches(data, end, native.llamagates()(data, end))
         ends = [0, 0, 0]
+        records = zip(*cols)
         lo = 0
         for m in secs:   # start-up lines, in their place among the records
             hi = bisect_left(cols[1], m.start())
-            self.records += self._apply(data, end, zip(*[c[lo:hi] for c in cols]), ends) + 1
+            if hi > lo:
+                self.records += self._apply(data, end, islice(records, hi - lo), ends)
+                lo = hi
             self.handlers[m.lastgroup](m, data, m.start())
-            lo = hi
-        self.records += self._apply(data, end, zip(*[c[lo:] for c in cols] if lo else cols), ends)
+            self.records += 1
+        self.records += self._apply(data, end, records, ends)
 
     def _scan_regex(self, data: bytes, end: int) -> None:
         """The reference tokenizer: one regex per line family; the records in the order they start,
