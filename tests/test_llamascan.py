@@ -212,3 +212,23 @@ def test_a_library_others_can_write_is_not_loaded(fresh_native):
         assert "not this user's alone" in native.why_unavailable()
     finally:
         fresh_native.chmod(0o700)
+
+
+def test_the_portable_scan_finds_the_same_records(tmp_path):
+    """Built without SSE2 (as on ARM), the byte-at-a-time loop gives the very same records."""
+    import ctypes
+    import shutil
+    import subprocess
+    cc = native._compiler()
+    assert cc is not None and shutil.which(cc)
+    lib = tmp_path / "portable.so"
+    subprocess.run([cc, *native.CFLAGS, "-U__SSE2__", "-o", str(lib), str(native.SOURCE)], check=True)
+    fn = ctypes.CDLL(str(lib)).llamascan
+    p = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64] + [p] * 8
+    fn.restype = ctypes.c_int64
+    portable = native._wrap(fn)
+    for log in (FIX / NEW / "s6_stream_cancel_seed601.log", FIX / OLD / "s2_np4_mixed_staggered_seed2201.log"):
+        data = b"\n" + raw(log)
+        for guarded in (True, False):
+            assert portable(data, len(data), guarded) == native.llamascan()(data, len(data), guarded)
