@@ -49,12 +49,12 @@ from __future__ import annotations
 
 import io
 import operator
-from bisect import bisect_left
-from itertools import islice
 import os
 import random
 import re
 import zlib
+from bisect import bisect_left
+from itertools import islice
 from typing import Callable, Iterable
 
 import numpy as np

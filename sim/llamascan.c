@@ -6,13 +6,14 @@
  * runs the reader's state machine. Every other candidate is handed back as SLOW: Python runs the
  * family's regex at that position, so the rare lines keep one definition.
  *
- * Contract with llamalog.py (tests/test_llamascan.py compares both tokenizers record by record,
- * and the traces they give on every shared log, fuzzed ones included):
+ * Contract with llamalog.py (the reader's tests parse every input with both tokenizers and
+ * compare the Traces, fuzzed and mutated logs included; tests/test_llamascan.py):
  * - a candidate is an occurrence of a family literal; when `guarded`, only where the regex's
  *   lookbehind allows it (after a line end, a level letter, the chat parser's sentence or an ANSI
  *   reset);
  * - a hot kind is claimed only when its regex alternative matches in full, and no earlier
  *   alternative of the family could; anything in doubt is SLOW;
+ * - a message the reader knows and ignores is claimed as IGN: it counts as a record, no more;
  * - the scan resumes after a claimed record's end, as re.finditer does; after a SLOW candidate it
  *   resumes after the literal, and Python drops candidates inside the span the regex matched;
  * - ts is the `M.SS.mmm.uuu L ` prefix in ms, computed with the same double operations as
