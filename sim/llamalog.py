@@ -272,7 +272,8 @@ class LlamaLogReader:
     def __init__(self, name: str = "", native: bool = True):
         self.name = name
         self.native = native   # use the C tokenizer when it can be built (same records, same Trace)
-        self.carry = b""
+        self.buf = bytearray(b"\n")   # a line end (not part of the log), the carry, then the block
+        self.have = 1
         self.skip_long = False
         self.families = (_SLOT, _SRV, _QUE)
         self.nbytes = 0
@@ -358,11 +359,30 @@ class LlamaLogReader:
     def feed(self, chunk: bytes) -> None:
         if not chunk:
             return
-        self.nbytes += len(chunk)
-        buf = b"".join((b"\n", self.carry, chunk))   # one copy; every record then follows a line end
-        cut = buf.rfind(b"\n")
+        n = len(chunk)
+        self.buf[self.have:self.have + n] = chunk   # room() keeps this a copy, never a resize
+        self.took(n)
+
+    def room(self, n: int) -> memoryview:
+        """Where the next n bytes go (a reader can readinto it, then call took()). The block
+        buffer is reused: a fresh multi-MB object per block costs its page faults, about as much
+        as reading the block."""
+        need = self.have + n
+        if need > len(self.buf):
+            self.buf.extend(bytes(need - len(self.buf)))
+        return memoryview(self.buf)[self.have:need]
+
+    def took(self, n: int) -> None:
+        """n bytes were written at room(): read every complete line they close.
+        self.buf[:self.have] is a line end (not part of the log) and the carry: the start of a line
+        whose end has not come yet."""
+        if not n:
+            return
+        self.nbytes += n
+        buf, total = self.buf, self.have + n
+        cut = buf.rfind(b"\n", 0, total)
         if cut <= 0:
-            self._keep_carry(buf[1:])
+            self._keep_carry(1, total, scanned=False)
             return
         # keep an OLD timing block (header + 3 unprefixed lines) together with its header
         tail = buf.rfind(b"print_timing", max(0, cut - 600), cut)
@@ -370,22 +390,31 @@ class LlamaLogReader:
             ls = buf.rfind(b"\n", 0, tail)
             if ls > 0:
                 cut = ls
-        self.carry = b""
-        self._keep_carry(buf[cut + 1:])
+        a, b = self._keep_carry(cut + 1, total)
         self._scan(buf, cut + 1)
+        buf[1:1 + b - a] = buf[a:b]   # the carry moves to the front (a same-length slice: no resize)
+        self.have = 1 + b - a
 
-    def _keep_carry(self, rest: bytes) -> None:
+    def _keep_carry(self, a: int, b: int, scanned: bool = True) -> tuple[int, int]:
+        """The carry after the block: buf[a:b], less a too-long line's rest. scanned False: no
+        line end came, the carry just grew (it stays in place)."""
+        buf = self.buf
         if self.skip_long:
-            nl = rest.find(b"\n")
+            nl = buf.find(b"\n", a, b)
             if nl < 0:
-                return
-            rest = rest[nl + 1:]
-            self.skip_long = False
-        if len(rest) > MAX_LINE:
+                a = b   # still inside the skipped line: nothing kept
+            else:
+                a = nl + 1
+                self.skip_long = False
+        if b - a > MAX_LINE:
             self._warn(f"a line longer than {MAX_LINE >> 20} MiB was skipped (binary data?)")
             self.skip_long = True
-            rest = b""
-        self.carry = rest
+            a = b
+        if not scanned:
+            if a != 1:
+                buf[1:1 + b - a] = buf[a:b]
+            self.have = 1 + b - a
+        return a, b
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings and len(self.warnings) < 50:
@@ -1147,9 +1176,9 @@ class LlamaLogReader:
 
     # ------------------------------------------------------------------ the end
     def finish(self) -> Trace:
-        if self.carry:
-            rest = self.carry
-            self.carry = b""
+        if self.have > 1:
+            rest = bytes(self.buf[1:self.have])
+            self.have = 1
             if not self.skip_long:
                 # the carry may be whole lines held back with an OLD timing block: only a carry
                 # without a line end is a cut line
@@ -1442,8 +1471,19 @@ def _gunzip_into(read, block: int, reader: LlamaLogReader, progress, total, firs
 
 def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, pos_fn, start: int = 0) -> None:
     done = start
+    into = getattr(f, "readinto", None) if isinstance(f, (io.BufferedIOBase, io.RawIOBase)) else None
     while True:
         try:
+            if into is not None:   # straight into the reader's block buffer
+                with reader.room(block) as view:
+                    n = into(view) or 0
+                if not n:
+                    break
+                reader.took(n)
+                done = pos_fn() if pos_fn else done + n
+                if progress is not None:
+                    progress(done, total)
+                continue
             chunk = f.read(block)
         except (EOFError, OSError, zlib.error) as e:
             reader._warn(f"the input stopped early ({type(e).__name__}: {e}); what was read is shown")

@@ -113,15 +113,20 @@ def _load():
             if lib is not None:
                 fn = lib.llamascan
                 p = ctypes.c_void_p
-                fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
                                p, p, p, p, p, p, p, p]
                 fn.restype = ctypes.c_int64
                 gates = lib.llamagates
-                gates.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, p, p, p]
+                gates.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, p, p, p]
                 gates.restype = ctypes.c_int64
                 _state["gates"] = _wrap_gates(gates)
         _state["scan"] = _wrap(fn) if fn is not None else None
         return _state["scan"]
+
+
+def _pointer(data):
+    """bytes as they are; a bytearray (the reader's reused block buffer) through a ctypes view."""
+    return (ctypes.c_char * len(data)).from_buffer(data) if isinstance(data, bytearray) else data
 
 
 def _wrap(fn):
@@ -133,7 +138,7 @@ def _wrap(fn):
             ts = np.empty(cap, np.float64)
             stats = np.zeros(1, np.int64)
             ptr = [x.ctypes.data for x in (kind, *ints, ts, stats)]
-            k = fn(data, len(data), end, int(guarded), cap, *ptr)
+            k = fn(_pointer(data), len(data), end, int(guarded), cap, *ptr)
             if k >= 0:
                 break
             cap *= 4
@@ -146,7 +151,7 @@ def _wrap_gates(fn):
         cap = 4096
         while True:
             ls, le, ng = np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(2, np.int64)
-            if fn(data, end, cap, ls.ctypes.data, le.ctypes.data, ng.ctypes.data) >= 0:
+            if fn(_pointer(data), end, cap, ls.ctypes.data, le.ctypes.data, ng.ctypes.data) >= 0:
                 break
             cap *= 8
         h = cap // 2
