@@ -130,6 +130,12 @@ LINES = [
     b"prompt eval time =       1.00 ms /     9 tokens (    0.11 ms per token,  9000.00 tokens per second) "
     b"D slot process_toke: id  0 | task 3 | n_gen = 9, n_remaining = 1, next token: 3",
     b"       eval time =       2.00 ms /     4 tokens (    0.50 ms per token,  2000.00 tokens per second)",
+    # ignored messages inside a rare record's span (the same line; a timing block's second line)
+    b"0.01.002.600 D srv  update_slots: failed to decode the batch 0.01.002.601 D srv  update_slots: all slots are idle",
+    b"slot print_timing: id  0 | task 3 | ",
+    b"prompt eval time =       1.00 ms /     9 tokens D slot update_slots: id  0 | task 3 | selected slot by lru",
+    b"       eval time =       2.00 ms /     4 tokens (    0.50 ms per token,  2000.00 tokens per second)",
+    b"0.01.002.700 D slot update_slots: id  0 | task 3 | selected slot by lru, t_last = 1",
 ]
 
 
