@@ -63,7 +63,7 @@ import pandas as pd
 from . import native
 from .native import (K_DBATCH, K_DEC, K_EFF, K_IGN_SLOT, K_IGN_SRV, K_POST, K_RUNS, K_SLOW_QUE,
                      K_SLOW_SLOT, K_SLOW_SRV, K_TOK, K_YDONE)
-from .trace import Trace, empty_table, table_from_columns
+from .trace import Trace, as_array, empty_table, table_from_columns
 from .workload import MIN_TOKEN_ID, VOCAB_SIZE, Request, Workload, output_token
 
 SOURCE = "llama-server log"
@@ -193,6 +193,10 @@ _SEC = re.compile(
     rb"|kv_unified|flash_attn|causal_attn) += (?P<cv>[^\s]+))"
 )
 _SEC_GATES = (b"build", b"llama_")
+# what every _SEC match holds; it starts with a letter, so the regex engine skips to candidates,
+# while _SEC (optional timestamp first) is tried at every position of the window
+_SEC_CORE = re.compile(rb"build:? \d|(?:llama_context|llama_init_from_model): +(?:n_seq_max|n_ctx|n_ctx_seq"
+                       rb"|n_ctx_per_seq|n_batch|n_ubatch|kv_unified|flash_attn|causal_attn) += ")
 _SEC_LLAMA = (b"llama_context", b"llama_init_from_model")   # a line found by the second gate needs one
 _START = operator.methodcaller("start")
 _TS = re.compile(rb"(\d{1,6})\.(\d\d)\.(\d\d\d)\.(\d\d\d) [A-Z] \Z")
@@ -268,6 +272,19 @@ class LlamaLogReader:
     """Incremental reader: feed(bytes) any number of times, then finish() -> Trace.
 
     read_llama_log() wraps it for paths, bytes, file objects and line iterators."""
+
+    # slots: the hot loop reads and writes the reader's state per record; with ~70 attributes an
+    # instance dict is too large for CPython's shared-key fast path, and every access a lookup
+    __slots__ = ("name", "native", "buf", "have", "skip_long", "families", "nbytes", "nlines", "warnings",
+                 "unparsed", "unparsed_examples", "build", "build_number", "build_commit", "cfg", "run",
+                 "run_first_step", "runs", "t_offset", "last_t", "saw_ts", "tasks", "cur_tasks", "running",
+                 "waiting", "arr_since", "arr_prev", "arr_cur", "b_step", "b_req", "b_slot", "b_kind",
+                 "b_tok", "b_cb", "b_samp", "n_steps", "st_start", "st_end", "st_logged", "st_running",
+                 "st_waiting", "st_arrived", "st_finished", "st_attempts", "failed_steps", "phase",
+                 "iter_pos", "it_dec", "it_pre", "wait_prompt", "fail_pending", "implicit_opens",
+                 "abandoned", "headless_calls", "batch_checked", "batch_mismatch", "mixed_batches",
+                 "nocb_evidence", "saw_tok", "saw_chunks", "dec_after", "chunk_sums", "records", "e_step",
+                 "e_time", "e_req", "e_kind", "e_detail", "handlers")
 
     def __init__(self, name: str = "", native: bool = True):
         self.name = name
@@ -508,8 +525,10 @@ class LlamaLogReader:
                                                              for w in _SEC_LLAMA)):
                     seen.add(ls)
                     m = _SEC.match(data, ls)
-                    if m is None:   # behind a foreign prefix (journald, docker): not inside JSON text
-                        m = _SEC.search(data, ls, min(le if le >= 0 else len(data), ls + 300))
+                    lim = min(le if le >= 0 else len(data), ls + 300)
+                    if m is None and _SEC_CORE.search(data, ls, lim):
+                        # behind a foreign prefix (journald, docker): not inside JSON text
+                        m = _SEC.search(data, ls, lim)
                         if m is not None and (b'"' in data[ls:m.start()] or b"{" in data[ls:m.start()]):
                             m = None
                     if m is not None:
@@ -1235,15 +1254,15 @@ class LlamaLogReader:
         steps_n = self.n_steps
         timed = self.saw_ts
         # ---- batch
-        keep = [i for i, v in enumerate(self.b_tok) if v is not None]
-        if len(keep) != len(self.b_tok):
+        if None in self.b_tok:
+            keep = [i for i, v in enumerate(self.b_tok) if v is not None]
             sel = lambda lst: [lst[i] for i in keep]  # noqa: E731
         else:
             sel = lambda lst: lst  # noqa: E731
-        b_step = np.asarray(sel(self.b_step), dtype=np.int64)
-        b_tok = np.asarray(sel(self.b_tok), dtype=np.int64)
+        b_step = as_array(sel(self.b_step), np.int64)
+        b_tok = as_array(sel(self.b_tok), np.int64)
         b_kind = np.asarray(sel(self.b_kind), dtype=object)
-        b_samp = np.asarray(sel(self.b_samp), dtype=bool)
+        b_samp = as_array(sel(self.b_samp), bool)
         if self.failed_steps and len(b_step):
             b_samp = b_samp & ~np.isin(b_step, np.fromiter(self.failed_steps, dtype=np.int64))
         batch = table_from_columns("batch", {

@@ -69,6 +69,18 @@ def _pd_dtype(t: str):
     return object if t == "str" else t
 
 
+def as_array(values, dtype) -> np.ndarray:
+    """np.asarray(values, dtype) for a column. A plain list goes through np.fromiter, the same
+    values without asarray's walk over every element to find the common dtype and shape (several
+    times the work, on the long lists a run or a log makes)."""
+    if type(values) is list and dtype is not object:
+        try:
+            return np.fromiter(values, dtype=dtype, count=len(values))
+        except (TypeError, ValueError):
+            pass
+    return np.asarray(values, dtype=dtype)
+
+
 def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
     """Build a table with the schema's dtypes; missing columns are all-unknown."""
     n = len(next(iter(cols.values()))) if cols else 0
@@ -86,13 +98,13 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
                 arr[unknown] = ""
             out[c] = pd.Series(arr, dtype=object, copy=False)
         elif t == "Int64":
-            a = np.asarray(v, dtype=np.float64) if n else np.zeros(0)
+            a = as_array(v, np.float64) if n else np.zeros(0)
             missing = np.isnan(a)
             out[c] = pd.arrays.IntegerArray(np.where(missing, 0, a).astype(np.int64), missing)
         elif t == "float64":
-            out[c] = np.asarray(v, dtype=np.float64) if n else np.zeros(0)
+            out[c] = as_array(v, np.float64) if n else np.zeros(0)
         else:
-            out[c] = np.asarray(v, dtype=t) if n else np.zeros(0, dtype=t)
+            out[c] = as_array(v, t) if n else np.zeros(0, dtype=t)
     extra = {c: v for c, v in cols.items() if c not in SCHEMA[name]}
     df = pd.DataFrame(out)
     for c, v in extra.items():
