@@ -53,7 +53,6 @@ import os
 import random
 import re
 import zlib
-from bisect import bisect_left
 from itertools import islice
 from typing import Callable, Iterable
 
@@ -456,18 +455,17 @@ class LlamaLogReader:
             self._scan_regex(data, end)
             return
         # the C tokenizer: candidates in order, the frequent records parsed
-        cols = scan(data, end, self.families is not _LOOSE)
-        loadm = cols.pop()
-        if not self.records and not self._has_slot_srv(cols, data, end) and self._go_loose(data, end):
+        found, loadm = scan(data, end, self.families is not _LOOSE)
+        if not self.records and not self._has_slot_srv(found, data, end) and self._go_loose(data, end):
             return
         secs = []
         if self.n_steps < self.run_first_step or loadm:
             secs = self._sec_matches(data, end, native.llamagates()(data, end))
         ends = [0, 0, 0]
-        records = zip(*cols)
+        records = native.rows(found)
         lo = 0
         for m in secs:   # start-up lines, in their place among the records
-            hi = bisect_left(cols[1], m.start())
+            hi = int(np.searchsorted(found[:, 1], m.start()))
             if hi > lo:
                 self.records += self._apply(data, end, islice(records, hi - lo), ends)
                 lo = hi
@@ -536,9 +534,9 @@ class LlamaLogReader:
         out.sort(key=_START)
         return out
 
-    def _has_slot_srv(self, cols, data: bytes, end: int) -> bool:
+    def _has_slot_srv(self, found, data: bytes, end: int) -> bool:
         """Does the block hold a record of the slot or srv family?"""
-        for k, s in zip(cols[0], cols[1]):
+        for k, s in found[:, :2].tolist():
             if k == K_SLOW_SLOT or k == K_SLOW_SRV:
                 if self.families[k - K_SLOW_SLOT].match(data, s, end):
                     return True

@@ -72,9 +72,11 @@ static int64_t spaces1(const uint8_t *d, int64_t lim, int64_t p) {   /* " +" */
     return q > p ? q : -1;
 }
 
+static int level(uint8_t c) { return c == 'D' || c == 'I' || c == 'W' || c == 'E' || c == 'T'; }
+
 static int guard_ok(const uint8_t *d, int64_t p) {
     if (p >= 1 && d[p - 1] == '\n') return 1;
-    if (p >= 3 && d[p - 1] == ' ' && memchr("IWEDT", d[p - 2], 5)
+    if (p >= 3 && d[p - 1] == ' ' && level(d[p - 2])
         && (d[p - 3] == '\n' || d[p - 3] == ' ' || d[p - 3] == 'm' || d[p - 3] == '.')) return 1;
     if (p >= 7 && memcmp(d + p - 7, "parser.", 7) == 0) return 1;
     if (p >= 4 && memcmp(d + p - 4, "\x1b[0m", 4) == 0) return 1;
@@ -241,12 +243,15 @@ static int que_rec(const uint8_t *d, int64_t lim, int64_t p, rec_t *r) {
     return has(d, lim, x, LIT(", front = 0"));
 }
 
+/* One record as Python reads it (struct format "=6qd": native order, no padding): kind, start,
+ * the fields a, b, c, e, and ts. */
+typedef struct { int64_t kind, pos, a, b, c, e; double ts; } out_t;
+
 /* Scans d[0:end] (n = len(d); the ignore windows may look past end, as the reader's slices do).
  * Writes up to cap records; returns their number, or -1 when cap is too small.
  * stats[0]: candidates of `srv  load_model:` (the reader then looks for start-up lines). */
 int64_t llamascan(const uint8_t *d, int64_t n, int64_t end, int32_t guarded, int64_t cap,
-                  int32_t *kind, int64_t *pos, int64_t *fa, int64_t *fb, int64_t *fc, int64_t *fe,
-                  double *ts, int64_t *stats) {
+                  out_t *out, int64_t *stats) {
     int64_t from[3] = {0, 0, 0}, k = 0;
     stats[0] = 0;
     /* Every family literal starts with 's' or 'q' and has a space at [4]: test 16 positions at a
@@ -278,8 +283,7 @@ int64_t llamascan(const uint8_t *d, int64_t n, int64_t end, int32_t guarded, int
                       : que_rec(d, end, p, &r);
             if (!found) continue;
             if (k >= cap) return -1;
-            kind[k] = r.kind; pos[k] = p; fa[k] = r.a; fb[k] = r.b; fc[k] = r.c; fe[k] = r.e;
-            ts[k] = r.kind <= K_RUNS ? stamp(d, p) : -1.0;
+            out[k] = (out_t){r.kind, p, r.a, r.b, r.c, r.e, r.kind <= K_RUNS ? stamp(d, p) : -1.0};
             if (f == 1 && has(d, end, p + 5, LIT("  load_model: loading model"))) stats[0]++;
             k++;
             from[f] = r.end;

@@ -6,7 +6,7 @@ compiled library is cached per source hash in $SCHEDLAB_CACHE (default ~/.cache/
 the temp directory), so a machine compiles it once. SCHEDLAB_NATIVE=0 turns it off.
 
     scan = llamascan()            # None when unavailable; why_unavailable() says why
-    kinds, pos, a, b, c, e, ts, loadm = scan(data, end, guarded)
+    records, loadm = scan(data, end, guarded)     # rows(records) -> (kind, start, a, b, c, e, ts)
     build_lines, llama_lines = llamagates()(data, end)   # the start-up lines' candidates
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -113,8 +114,7 @@ def _load():
             if lib is not None:
                 fn = lib.llamascan
                 p = ctypes.c_void_p
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
-                               p, p, p, p, p, p, p, p]
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64, p, p]
                 fn.restype = ctypes.c_int64
                 gates = lib.llamagates
                 gates.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, p, p, p]
@@ -129,21 +129,27 @@ def _pointer(data):
     return (ctypes.c_char * len(data)).from_buffer(data) if isinstance(data, bytearray) else data
 
 
+RECORD = struct.Struct("=6qd")   # llamascan.c's out_t: kind, start, a, b, c, e, ts
+
+
 def _wrap(fn):
-    def scan(data: bytes, end: int, guarded: bool):
+    def scan(data, end: int, guarded: bool):
+        """(records, loadm): records an (n, 7) int64 array, one row per record (ts as a double's
+        bits); iterate rows(records) for tuples."""
         cap = end // 128 + 1024
+        stats = np.zeros(1, np.int64)
         while True:
-            kind = np.empty(cap, np.int32)
-            ints = np.empty((5, cap), np.int64)
-            ts = np.empty(cap, np.float64)
-            stats = np.zeros(1, np.int64)
-            ptr = [x.ctypes.data for x in (kind, *ints, ts, stats)]
-            k = fn(_pointer(data), len(data), end, int(guarded), cap, *ptr)
+            out = np.empty((cap, 7), np.int64)
+            k = fn(_pointer(data), len(data), end, int(guarded), cap, out.ctypes.data, stats.ctypes.data)
             if k >= 0:
-                break
+                return out[:k], int(stats[0])
             cap *= 4
-        return [kind[:k].tolist(), *(row[:k].tolist() for row in ints), ts[:k].tolist(), int(stats[0])]
     return scan
+
+
+def rows(records: np.ndarray, lo: int = 0, hi: int | None = None):
+    """The records lo:hi as tuples (kind, start, a, b, c, e, ts), straight from the C rows."""
+    return RECORD.iter_unpack(records[lo:hi].data)
 
 
 def _wrap_gates(fn):
