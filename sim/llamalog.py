@@ -448,8 +448,11 @@ class LlamaLogReader:
     def _scan(self, data: bytes, end: int) -> None:
         """Read the records in data[:end]: data starts with a line end (not part of the log) and
         data[:end] ends with one."""
-        if not self.records:
+        self._read_block(data, end)
+        if not self.records:   # lines count only while no record came: a log without any is all unparsed
             self.nlines += data.count(b"\n", 0, end) - 1
+
+    def _read_block(self, data: bytes, end: int) -> None:
         scan = native.llamascan() if self.native else None
         if scan is None:
             self._scan_regex(data, end)
@@ -496,8 +499,7 @@ class LlamaLogReader:
         self.families = _LOOSE
         self._warn("the log's lines carry a foreign prefix (journald, docker, ...?): records are "
                    "read wherever they appear on a line")
-        self.nlines -= data.count(b"\n", 0, end) - 1
-        self._scan(data, end)
+        self._read_block(data, end)
         return True
 
     def _gate_lines(self, data: bytes, end: int):
