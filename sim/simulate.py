@@ -70,15 +70,27 @@ class Recorder:
                     "cached_free_blocks", "preempted", "finished", "arrived", "idle", "swap_bytes")
 
     def __init__(self, caching: bool = False, oracle_out: TextIO | None = None, extra_step_columns=()):
-        self.steps = {k: [] for k in self.STEP_COLUMNS}
+        # one tuple per step (STEP_COLUMNS) and per batch entry (BATCH_COLUMNS): a step appends two
+        # or three tuples instead of 25 column values; steps and batch turn them into columns
+        self.step_rows: list[tuple] = []
+        self.batch_rows: list[tuple] = []
         self.extra_step_columns = tuple(extra_step_columns)
         self.extras = {k: [] for k in self.extra_step_columns}
-        self.batch = {k: [] for k in BATCH_COLUMNS}
         self.events = {k: [] for k in ("step", "time", "request", "kind", "detail")}
         self.counters = {k: [] for k in ("step", "tenant", "value")}
         self.info: dict[str, dict] = {}  # request id -> what the requests table says about it
         self.caching = caching
         self.oracle_out = oracle_out
+
+    @property
+    def steps(self) -> dict:
+        cols = zip(*self.step_rows) if self.step_rows else ([] for _ in self.STEP_COLUMNS)
+        return {k: list(v) for k, v in zip(self.STEP_COLUMNS, cols)}
+
+    @property
+    def batch(self) -> dict:
+        cols = zip(*self.batch_rows) if self.batch_rows else ([] for _ in BATCH_COLUMNS)
+        return {k: list(v) for k, v in zip(BATCH_COLUMNS, cols)}
 
     def event(self, step, time, rid, kind, detail=""):
         e = self.events
@@ -250,13 +262,9 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
 
 
 def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out):
-    s = rec.steps
-    for k, v in (("step", step), ("start", clock), ("end", clock + dt), ("num_tokens", 0), ("prefill_tokens", 0),
-                 ("decode_tokens", 0), ("recompute_tokens", 0), ("num_seqs", 0), ("running", 0),
-                 ("waiting", 0), ("free_blocks", pool.num_free), ("free_blocks_after_schedule", pool.num_free),
-                 ("cached_free_blocks", pool.num_cached_free if caching else None), ("preempted", 0),
-                 ("finished", 0), ("arrived", len(arrived)), ("idle", True), ("swap_bytes", 0.0)):
-        s[k].append(v)
+    # in Recorder.STEP_COLUMNS' order
+    rec.step_rows.append((step, clock, clock + dt, 0, 0, 0, 0, 0, 0, 0, pool.num_free, pool.num_free,
+                          pool.num_cached_free if caching else None, 0, 0, len(arrived), True, 0.0))
     if oracle_out is not None:
         line = {"step": step, "arrived": arrived, "scheduled": {}, "computed_before": {}, "sampled": [],
                 "preempted": [], "finished": [], "free_blocks": pool.num_free,
@@ -268,24 +276,19 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
                  swap_bytes):
     pool = sched.pool
     ents = plan.entries
-    b = rec.batch
-    b["step"].extend([step] * len(ents))
-    b["request"].extend([e.seq.id for e in ents])
-    b["slot"].extend([e.seq.slot if e.seq.slot >= 0 else info[e.seq.id].get("slot", -1) for e in ents])
-    b["kind"].extend([e.kind for e in ents])
-    b["tokens"].extend([e.tokens for e in ents])
-    b["computed_before"].extend([e.computed_before for e in ents])
-    b["sampled"].extend([e.sampled for e in ents])
+    rows = rec.batch_rows
     prefill = decode = recompute = 0
     sampled_ids = []
     for e in ents:
         kind = e.kind
+        seq = e.seq
+        rows.append((step, seq.id, seq.slot if seq.slot >= 0 else info[seq.id].get("slot", -1), kind, e.tokens,
+                     e.computed_before, e.sampled))   # BATCH_COLUMNS' order
         if kind == "decode":
             decode += e.tokens
             if e.sampled:
                 sampled_ids.append(e.seq.id)
             continue  # a decoding request was scheduled and sampled before; nothing new to note
-        seq = e.seq
         d = info[seq.id]
         if e.sampled:
             sampled_ids.append(seq.id)
@@ -325,16 +328,10 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
         d["output_tokens"] = seq.num_output
         d["finish_reason"] = "length"
         rec.event(step, end, seq.id, "finish", f"{seq.num_output} tokens")
-    s = rec.steps
-    for k, v in (("step", step), ("start", start), ("end", end), ("num_tokens", plan.num_tokens),
-                 ("prefill_tokens", prefill), ("decode_tokens", decode), ("recompute_tokens", recompute),
-                 ("num_seqs", len(plan.entries)), ("running", len(sched.running)),
-                 ("waiting", len(sched.waiting)), ("free_blocks", pool.num_free),
-                 ("free_blocks_after_schedule", plan.free_after_schedule),
-                 ("cached_free_blocks", pool.num_cached_free if caching else None),
-                 ("preempted", len(plan.preempted)), ("finished", len(finished)), ("arrived", len(arrived)),
-                 ("idle", False), ("swap_bytes", swap_bytes)):
-        s[k].append(v)
+    rec.step_rows.append((step, start, end, plan.num_tokens, prefill, decode, recompute, len(ents), len(sched.running),
+                          len(sched.waiting), pool.num_free, plan.free_after_schedule,
+                          pool.num_cached_free if caching else None, len(plan.preempted), len(finished),
+                          len(arrived), False, swap_bytes))   # Recorder.STEP_COLUMNS' order
     if oracle_out is not None:
         line = {"step": step, "arrived": arrived,
                 "scheduled": {e.seq.id: e.tokens for e in plan.entries},

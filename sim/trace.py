@@ -73,7 +73,7 @@ def as_array(values, dtype) -> np.ndarray:
     """np.asarray(values, dtype) for a column. A plain list goes through np.fromiter, the same
     values without asarray's walk over every element to find the common dtype and shape (several
     times the work, on the long lists a run or a log makes)."""
-    if type(values) is list and dtype is not object:
+    if type(values) in (list, tuple) and dtype is not object:
         try:
             return np.fromiter(values, dtype=dtype, count=len(values))
         except (TypeError, ValueError):
