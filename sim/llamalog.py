@@ -376,7 +376,8 @@ class LlamaLogReader:
         if not chunk:
             return
         n = len(chunk)
-        self.buf[self.have:self.have + n] = chunk   # room() keeps this a copy, never a resize
+        with self.room(n) as view:
+            view[:] = chunk
         self.took(n)
 
     def room(self, n: int) -> memoryview:

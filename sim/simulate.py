@@ -60,8 +60,8 @@ def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
 
 
 class Recorder:
-    """Records a run into the Trace's columns as it goes (plain lists: cheap appends), and
-    writes the oracle's per-step JSONL when asked. Shared by the executors: the simulator
+    """Records a run as it goes (a tuple per step and per batch entry: cheap appends; `steps` and
+    `batch` give them as the Trace's columns), and writes the oracle's per-step JSONL when asked. Shared by the executors: the simulator
     (step times from a cost model) and the engine (measured step times, plus its own extra
     step columns such as the phase split)."""
 
