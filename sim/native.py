@@ -1,9 +1,10 @@
 """The log reader's native tokenizer (sim/llamascan.c), built on first use and loaded with ctypes.
 
 Nothing here is needed for correctness: without a C compiler the reader uses its regular
-expressions and gives the same Trace (tests/test_llamascan.py checks both ways agree). The
-compiled library is cached per source hash in $SCHEDLAB_CACHE (default ~/.cache/schedlab, else
-the temp directory), so a machine compiles it once. SCHEDLAB_NATIVE=0 turns it off.
+expressions and gives the same Trace (the reader's tests parse every input both ways). The
+compiled library is cached per source hash in $SCHEDLAB_CACHE (default ~/.cache/schedlab, else a
+per-user folder in the temp directory), so a machine compiles it once; only a folder and library
+this user alone can write are loaded. SCHEDLAB_NATIVE=0 turns it off.
 
     scan = llamascan()            # None when unavailable; why_unavailable() says why
     records, loadm = scan(data, end, guarded)     # rows(records) -> (kind, start, a, b, c, e, ts)
