@@ -148,9 +148,9 @@ def _wrap(fn):
     return scan
 
 
-def rows(records: np.ndarray, lo: int = 0, hi: int | None = None):
-    """The records lo:hi as tuples (kind, start, a, b, c, e, ts), straight from the C rows."""
-    return RECORD.iter_unpack(records[lo:hi].data)
+def rows(records: np.ndarray):
+    """The records as tuples (kind, start, a, b, c, e, ts), straight from the C rows."""
+    return RECORD.iter_unpack(records.data)
 
 
 def _wrap_gates(fn):
