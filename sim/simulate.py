@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Callable, TextIO
 
 import numpy as np
@@ -59,6 +60,12 @@ def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
             f"usable blocks (num_gpu_blocks - 1, the null block); vLLM refuses to start in that case")
 
 
+def _columns(names, rows: list) -> dict:
+    """Rows of tuples as {name: column list}. One pass per column: zip(*rows) would be a call
+    with a million arguments, several times slower."""
+    return {k: list(map(itemgetter(j), rows)) for j, k in enumerate(names)}
+
+
 class Recorder:
     """Records a run as it goes (a tuple per step and per batch entry: cheap appends; `steps` and
     `batch` give them as the Trace's columns), and writes the oracle's per-step JSONL when asked. Shared by the executors: the simulator
@@ -84,13 +91,11 @@ class Recorder:
 
     @property
     def steps(self) -> dict:
-        cols = zip(*self.step_rows) if self.step_rows else ([] for _ in self.STEP_COLUMNS)
-        return {k: list(v) for k, v in zip(self.STEP_COLUMNS, cols)}
+        return _columns(self.STEP_COLUMNS, self.step_rows)
 
     @property
     def batch(self) -> dict:
-        cols = zip(*self.batch_rows) if self.batch_rows else ([] for _ in BATCH_COLUMNS)
-        return {k: list(v) for k, v in zip(BATCH_COLUMNS, cols)}
+        return _columns(BATCH_COLUMNS, self.batch_rows)
 
     def event(self, step, time, rid, kind, detail=""):
         e = self.events
