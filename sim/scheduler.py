@@ -16,7 +16,7 @@ sampled tokens; the engine passes real ones to `update`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 from .kvpool import BlockPool, SwapSpace
 from .policies import POLICIES, WaitingQueue, make_policy
@@ -137,18 +137,24 @@ class Entry:
         self.sampled = False  # set by update(): the chunk reached the last known token
 
 
-@dataclass
 class StepPlan:
-    entries: list[Entry] = field(default_factory=list)
-    preempted: list[Seq] = field(default_factory=list)
-    admitted: list[Seq] = field(default_factory=list)
-    swap_out: dict = field(default_factory=dict)  # request id -> GPU blocks to copy out
-    swap_in: dict = field(default_factory=dict)  # request id -> GPU blocks to copy back into
-    swapped_out_bytes: float = 0.0
-    swapped_in_bytes: float = 0.0
-    free_after_schedule: int = 0
-    num_tokens: int = 0
-    context_tokens: int = 0
+    """What one schedule() decided: the batch entries, who was preempted and admitted, the swap
+    traffic, and the step's totals. A plain class: one is made per step."""
+
+    __slots__ = ("entries", "preempted", "admitted", "swap_out", "swap_in", "swapped_out_bytes",
+                 "swapped_in_bytes", "free_after_schedule", "num_tokens", "context_tokens")
+
+    def __init__(self):
+        self.entries: list[Entry] = []
+        self.preempted: list[Seq] = []
+        self.admitted: list[Seq] = []
+        self.swap_out: dict = {}  # request id -> GPU blocks to copy out
+        self.swap_in: dict = {}  # request id -> GPU blocks to copy back into
+        self.swapped_out_bytes = 0.0
+        self.swapped_in_bytes = 0.0
+        self.free_after_schedule = 0
+        self.num_tokens = 0
+        self.context_tokens = 0
 
 
 class _Ctx:
@@ -351,8 +357,10 @@ class VllmScheduler:
 
         # 2. waiting requests, only if this step preempted nothing
         if not plan.preempted:
-            ctx = _Ctx(self.step, self.running_by_tenant)
+            ctx = None  # made when the loop runs: a full server admits nobody in most steps
             while len(self.waiting) and budget > 0 and len(running) < cfg.max_num_seqs:
+                if ctx is None:
+                    ctx = _Ctx(self.step, self.running_by_tenant)
                 seq = self.waiting.peek(ctx)
                 if seq is None:
                     break
@@ -403,7 +411,7 @@ class VllmScheduler:
         one token (a partial prefill's sample is discarded); finished requests free their
         blocks at once. `sampled` gives real token ids (engine); else the oracle's ids."""
         finished = []
-        bs = self.cfg.block_size
+        bs, caching, max_len = self.cfg.block_size, self.caching, self.max_model_len
         on_sampled = self.waiting.on_sampled if self._charges_service else None
         for e in plan.entries:
             seq = e.seq
@@ -417,9 +425,9 @@ class VllmScheduler:
             seq.num_tokens += 1
             if on_sampled is not None:
                 on_sampled(seq)
-            if self.caching:
+            if caching:
                 seq.extend_hashes(bs)
-            if seq.num_output >= seq.max_tokens or seq.num_tokens >= self.max_model_len:
+            if seq.num_output >= seq.max_tokens or seq.num_tokens >= max_len:
                 finished.append(seq)
         self._finished_pending = bool(finished)
         return self._retire(finished)

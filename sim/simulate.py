@@ -283,7 +283,6 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
     ents = plan.entries
     rows = rec.batch_rows
     prefill = decode = recompute = 0
-    sampled_ids = []
     for e in ents:
         kind = e.kind
         seq = e.seq
@@ -291,12 +290,9 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
                      e.computed_before, e.sampled))   # BATCH_COLUMNS' order
         if kind == "decode":
             decode += e.tokens
-            if e.sampled:
-                sampled_ids.append(e.seq.id)
             continue  # a decoding request was scheduled and sampled before; nothing new to note
         d = info[seq.id]
         if e.sampled:
-            sampled_ids.append(seq.id)
             if "first_token_step" not in d:
                 d["first_token_step"] = step
                 d["first_token_time"] = end
@@ -341,7 +337,7 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
         line = {"step": step, "arrived": arrived,
                 "scheduled": {e.seq.id: e.tokens for e in plan.entries},
                 "computed_before": {e.seq.id: e.computed_before for e in plan.entries},
-                "sampled": sampled_ids,
+                "sampled": [e.seq.id for e in ents if e.sampled],
                 "preempted": [s.id for s in plan.preempted],
                 "finished": [s.id for s in finished],
                 "free_blocks": pool.num_free, "free_blocks_after_schedule": plan.free_after_schedule,
