@@ -230,7 +230,7 @@ def _empty(name: str) -> pd.DataFrame:
 
 
 def _int_array(vals: list):
-    return pd.array(np.array([np.nan if v is None else v for v in vals], dtype=float), dtype="Int64")
+    return pd.array(np.array(vals, dtype=float), dtype="Int64")   # None (unknown) becomes NaN, then NA
 
 
 def _with_columns(df: pd.DataFrame, extra: dict) -> pd.DataFrame:
@@ -1278,8 +1278,8 @@ class LlamaLogReader:
         seqs = np.bincount(idx, minlength=steps_n)[:steps_n] if len(idx) else np.zeros(steps_n)
         step_no = np.arange(1, steps_n + 1, dtype=np.int64)
         if timed:
-            start = np.array([np.nan if v is None else v for v in self.st_start], dtype=float)
-            end = np.array([np.nan if v is None else v for v in self.st_end], dtype=float)
+            start = np.array(self.st_start, dtype=float)   # None (unknown) becomes NaN
+            end = np.array(self.st_end, dtype=float)
         else:
             start = (step_no - 1).astype(float)
             end = step_no.astype(float)
