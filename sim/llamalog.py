@@ -233,11 +233,6 @@ def _int_array(vals: list):
     return pd.array(np.array(vals, dtype=float), dtype="Int64")   # None (unknown) becomes NaN, then NA
 
 
-def _with_columns(df: pd.DataFrame, extra: dict) -> pd.DataFrame:
-    """Extra columns after the schema's, in one go (cheaper than one assignment per column)."""
-    return pd.concat([df, pd.DataFrame(extra, index=df.index)], axis=1)
-
-
 class _Task:
     __slots__ = ("key", "task", "run", "slot", "arr_t", "arr_step", "adm_t", "adm_step", "fs_step", "fs_t",
                  "ft_step", "ft_t", "fin_step", "fin_t", "prompt_len", "prompt_sent", "n_keep", "cached",
@@ -1290,8 +1285,7 @@ class LlamaLogReader:
             "running": self.st_running, "waiting": self.st_waiting,
             "preempted": np.zeros(steps_n, dtype=np.int64), "finished": self.st_finished,
             "arrived": self.st_arrived, "idle": np.zeros(steps_n, dtype=bool),
-            "swap_bytes": np.zeros(steps_n)})
-        steps = _with_columns(steps, {"logged_tokens": _int_array(self.st_logged)})
+            "swap_bytes": np.zeros(steps_n), "logged_tokens": _int_array(self.st_logged)})
         # ---- requests
         prefill_by_req: dict[str, int] = {}
         if len(b_step):
@@ -1365,12 +1359,12 @@ class LlamaLogReader:
             "rejected": [t.error is not None and t.fs_step is None for t in kept],
             "finish_reason": reasons, "slot": [t.slot for t in kept],
         }
-        requests = _with_columns(table_from_columns("requests", rows), {
-            "task": _int_array([t.task for t in kept]), "prompt_tokens": _int_array(proc),
+        requests = table_from_columns("requests", {
+            **rows, "task": _int_array([t.task for t in kept]), "prompt_tokens": _int_array(proc),
             "server_prompt_n": _int_array([t.t_pn for t in kept]),
             "server_predicted_n": _int_array([t.t_en for t in kept]),
-            "server_prompt_ms": np.array([np.nan if t.t_pms is None else t.t_pms for t in kept], dtype=float),
-            "server_predicted_ms": np.array([np.nan if t.t_ems is None else t.t_ems for t in kept], dtype=float)})
+            "server_prompt_ms": np.array([t.t_pms for t in kept], dtype=float),   # None becomes NaN
+            "server_predicted_ms": np.array([t.t_ems for t in kept], dtype=float)})
         # cross-check the rebuilt counts against the server's own timing lines
         bad = [t.key for t, p in zip(kept, proc) if t.t_pn is not None and p is not None and p != t.t_pn]
         bad += [t.key for t, g in zip(kept, gen) if t.t_en is not None and g is not None and g != t.t_en]

@@ -82,12 +82,16 @@ def as_array(values, dtype) -> np.ndarray:
 
 
 def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
-    """Build a table with the schema's dtypes; missing columns are all-unknown."""
+    """Build a table with the schema's dtypes; missing columns are all-unknown. Columns the
+    schema does not name follow the schema's, in their order, as given (arrays) or inferred (lists)."""
     n = len(next(iter(cols.values()))) if cols else 0
     out = {}
     for c, t in SCHEMA[name].items():
         v = cols.get(c)
         if v is None:
+            if t == "Int64":  # all unknown, without converting n Nones
+                out[c] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+                continue
             v = [None] * n
         if t == "str":
             # unknown (None or NaN) is "", kept as object dtype (pandas 3 would infer its str dtype)
@@ -105,11 +109,8 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
             out[c] = as_array(v, np.float64) if n else np.zeros(0)
         else:
             out[c] = as_array(v, t) if n else np.zeros(0, dtype=t)
-    extra = {c: v for c, v in cols.items() if c not in SCHEMA[name]}
-    df = pd.DataFrame(out)
-    for c, v in extra.items():
-        df[c] = v
-    return df
+    out.update((c, v) for c, v in cols.items() if c not in SCHEMA[name])
+    return pd.DataFrame(out)
 
 
 @dataclass
