@@ -103,10 +103,12 @@ static int starts_any(const uint8_t *d, int64_t lim, int64_t p, const char *cons
     return 0;
 }
 
-/* the first literal of every slot alternative but the catch-all; "eval time" after spaces too */
+/* the first literal of every slot alternative but the catch-all; "eval time" after spaces too.
+   The "prompt ..." ones in full: -v logs print a "prompt token" line per prompt token (ignored). */
 static const char *const SLOT_ALTS[] = {
     "slot decode token", "n_gen", "n_decoded", "cached n_tokens", "n_tokens", "n_past", "kv cache rm",
-    "prompt ", "init sampler", "new ", "stop", "processing task", "launching slot", "generate_draft",
+    "prompt processing progress", "prompt processing done", "prompt done", "prompt eval time",
+    "init sampler", "new ", "stop", "processing task", "launching slot", "generate_draft",
     "slot context shift", "input truncated", "need to evaluate", "\r", "\n", 0};
 /* llamalog._IGNORED_SLOT and _IGNORED_SRV */
 static const char *const IGNORED_SLOT[] = {

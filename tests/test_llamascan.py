@@ -123,6 +123,13 @@ LINES = [
     b"0.01.001.900 D slot update_slots: id  0 | task 3 | 16 digits 1234567890123456 in an unknown message",
     b"0.01.002.000 D slot update_slots: id  0 | task 3 |                                                  ",
     b"0.01.002.100 D slot update_slots: id  0 | task 3 | selected slot by lcs similarity",
+    # "prompt ..." messages: one ignored per prompt token with -v, others ignored, others malformed
+    b"0.01.002.110 D slot update_slots: id  0 | task 3 | prompt token   0:      1 '<s>'",
+    b"0.01.002.120 D slot update_slots: id  0 | task 3 | prompt processing, n_tokens = 9",
+    b"0.01.002.130 D slot update_slots: id  0 | task 3 | prompt processing progress, n_tokens = x",
+    b"0.01.002.140 D slot update_slots: id  0 | task 3 | prompt done, n_tokens = 9",
+    b"0.01.002.150 D slot update_slots: id  0 | task 3 | prompt eval time = soon",
+    b"0.01.002.160 D slot update_slots: id  0 | task 3 | prompt tokens unknown to the reader",
     b"0.01.002.200 D srv  update_slots: run slots completed",
     b"0.01.002.300 D srv  update_slots: something new the reader does not know",
     b"0.01.002.400 D srv        decode: no tokens to decode",
