@@ -335,8 +335,8 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
                           len(arrived), False, swap_bytes))   # Recorder.STEP_COLUMNS' order
     if oracle_out is not None:
         line = {"step": step, "arrived": arrived,
-                "scheduled": {e.seq.id: e.tokens for e in plan.entries},
-                "computed_before": {e.seq.id: e.computed_before for e in plan.entries},
+                "scheduled": {e.seq.id: e.tokens for e in ents},
+                "computed_before": {e.seq.id: e.computed_before for e in ents},
                 "sampled": [e.seq.id for e in ents if e.sampled],
                 "preempted": [s.id for s in plan.preempted],
                 "finished": [s.id for s in finished],
