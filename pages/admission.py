@@ -1,8 +1,8 @@
 """Admission and Little's law: load against capacity, a queue limit, and L = λW as the run plays.
 
-A thin page over sim.admission (the lesson's slotted server as a scheduler run, and its
-Little's-law curves), sim.lesson.littles_law (the lesson's Example 7 table) and
-figures.admission.
+A thin page over sim.admission (the lesson's slotted server: its Little's-law curves from
+slotted_run, which counts the scheduler's run tick by tick, and the scheduler's own Trace for the
+downloads), sim.lesson.littles_law (the lesson's Example 7 table) and figures.admission.
 """
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ import streamlit as st
 
 from figures.admission import lesson_table, littles_figure
 from sim import lesson
-from sim.admission import QueueSetup, curves, rejections, window_stats
-from sim.trace import Trace
+from sim.admission import QueueSetup, curves, rejections, scheduler_steps, slotted_run, window_stats
 from sim.workload import Workload
 from ui import primer
 from ui.exports import export_panel
-from ui.runs import run_key, run_trace
+from ui.runs import MAX_STEPS, run_trace
 from ui.state import PageSettings, Setting
 
 ss = st.session_state
@@ -45,9 +44,13 @@ def arrivals(setup: QueueSetup) -> Workload:
     return setup.workload()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def run_curves(key: str, _trace: Trace, horizon: int):
-    return curves(_trace, horizon), rejections(_trace, horizon), window_stats(_trace, horizon)
+@st.cache_data(max_entries=16, show_spinner=False, hash_funcs={QueueSetup: repr})
+def run_curves(setup: QueueSetup, _arrivals: Workload):
+    """The run's curves, rejections and window figures (counted by slotted_run: the scheduler's
+    run tick by tick, in a few hundredths of a second), and the steps the scheduler's run takes."""
+    run = slotted_run(setup, _arrivals)
+    return (curves(run, setup.ticks), rejections(run, setup.ticks), window_stats(run, setup.ticks),
+            scheduler_steps(setup, _arrivals))
 
 
 SETTINGS.init()
@@ -90,12 +93,10 @@ if limit:
 
 try:
     wl = arrivals(base)  # the same arrivals for every run; only the queue limit differs
-    traces = {label: (run_trace(wl, s.config(), "units"), run_key(wl, s.config(), "units"))
-              for label, s in setups.items()}
+    results = {label: run_curves(s, wl) for label, s in setups.items()}
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
     primer.stop()
-results = {label: run_curves(key, tr, base.ticks) for label, (tr, key) in traces.items()}
 stats = {label: r[2] for label, r in results.items()}
 
 rho = base.load
@@ -169,6 +170,17 @@ st.markdown("Little's law also sizes a deployment: a target of 20 requests per s
             "slots).")
 
 st.subheader("Downloads")
-pick = st.selectbox("Run", list(traces), key="adm_export_run")
-export_panel(traces[pick][0], "littles_law_" + pick.replace(" ", "_"), key="adm")
+st.caption("The files hold the vLLM scheduler's run of these arrivals (FCFS, one step per tick, to the last request's "
+           "finish), made when a button is clicked. The curves above are its counts: sim.admission.slotted_run gives "
+           "the same queue, tick for tick, without the scheduler's per-token work, so the page keeps up with the "
+           "sliders.")
+pick = st.selectbox("Run", list(setups), key="adm_export_run")
+chosen, needed = setups[pick], results[pick][3]
+if needed > MAX_STEPS:
+    st.info(f"The scheduler's run of {pick} takes {needed:,} steps to finish every request, more than the "
+            f"{MAX_STEPS:,} the dashboard runs; fewer ticks or a queue limit make it downloadable.",
+            icon=":material/info:")
+else:
+    export_panel(lambda: run_trace(wl, chosen.config(), "units"), "littles_law_" + pick.replace(" ", "_"),
+                 key="adm")
 SETTINGS.sync_url()

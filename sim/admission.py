@@ -11,16 +11,26 @@ Measured on the step clock over the first ``ticks`` steps (sim.analysis.littles_
 with clock="step"), a run reproduces the lesson's L, λ, W, λW and rejected/arrived counts to
 the printed digit; the Trace adds what the table cannot show: how the estimates move as the
 run plays, and which arrivals were turned away when.
+
+The curves read only a few counts of a run (a QueueRun). Under ``QueueSetup.config()`` the
+scheduler is a first-come-first-served server with ``slots`` servers and a fixed service of
+``service_ticks`` steps: every running request decodes one token a step (the token budget is
+at least ``slots``), admission is never refused for blocks (the pool has room for every slot's whole request),
+and nobody is preempted. ``slotted_run`` counts that server tick by tick, without the
+scheduler's per-token bookkeeping (bench/bench_sim.py: tens of times faster for the lesson's 20,000
+ticks), and gives the same QueueRun as the scheduler's Trace; the tests compare the two tick for
+tick.
 """
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .analysis import littles_law_over_time
+from .analysis import littles_law_on_steps
 from .queueing import BernoulliArrivals
 from .trace import Trace
 from .workload import Request, Workload
@@ -70,30 +80,130 @@ class QueueSetup:
                 "max_num_batched_tokens": max(self.slots, 8), "policy": "fcfs"}
 
 
-def curves(trace: Trace, horizon: int | None = None) -> pd.DataFrame:
+@dataclass(frozen=True)
+class QueueRun:
+    """What the Little's-law curves read from a run. Per step (1, 2, ...): the requests waiting
+    and running after it. Per request, in workload order: its id, tenant and tokens (prompt +
+    output asked for), arrival_step, finish_step (NaN: not finished within the run) and whether
+    it was rejected."""
+
+    steps: np.ndarray
+    waiting: np.ndarray
+    running: np.ndarray
+    request: np.ndarray
+    tenant: np.ndarray
+    tokens: np.ndarray
+    arrival_step: np.ndarray
+    finish_step: np.ndarray
+    rejected: np.ndarray
+
+    @classmethod
+    def from_trace(cls, trace: Trace) -> QueueRun:
+        s, r = trace.steps, trace.requests
+        return cls(steps=s["step"].to_numpy(dtype=np.int64), waiting=s["waiting"].to_numpy(dtype=np.int64),
+                   running=s["running"].to_numpy(dtype=np.int64), request=r["request"].to_numpy(dtype=object),
+                   tenant=r["tenant"].astype(str).to_numpy(dtype=object),
+                   tokens=(r["prompt_len"] + r["max_tokens"]).to_numpy(dtype=np.int64),
+                   arrival_step=r["arrival_step"].to_numpy(dtype=float, na_value=np.nan),
+                   finish_step=r["finish_step"].to_numpy(dtype=float, na_value=np.nan),
+                   rejected=r["rejected"].to_numpy(dtype=bool))
+
+
+def slotted_run(setup: QueueSetup, workload: Workload | None = None, horizon: int | None = None) -> QueueRun:
+    """The scheduler's run of `workload` (default: setup.workload()) under setup.config(), counted
+    tick by tick as the slotted server it is there (see the module's note), up to step `horizon`
+    (default setup.ticks) or the step the last request is done, whichever comes first.
+
+    The scheduler's order within a step: arrivals join (rejected when the queue already holds
+    queue_limit), then the waiting are admitted in order into free slots, then the requests that
+    reached their last token leave. A request admitted at step k samples its first token there
+    and its last (the service_ticks-th) at step k + service_ticks - 1."""
+    wl = setup.workload() if workload is None else workload
+    return _count(setup, wl, setup.ticks if horizon is None else horizon)[0]
+
+
+def scheduler_steps(setup: QueueSetup, workload: Workload | None = None) -> int:
+    """How many steps the scheduler's run takes (to the last request's finish), without running
+    it past setup.ticks: after the last arrival the requests still waiting take the slots in
+    turn, service_ticks steps each."""
+    wl = setup.workload() if workload is None else workload
+    horizon = max([setup.ticks] + [r.arrival_step + 1 for r in wl.requests])  # every arrival has joined
+    run, waiting, running = _count(setup, wl, horizon)
+    end, slots, service = len(run.steps), setup.slots, setup.service_ticks
+    if not waiting:
+        return max([end, *running])
+    # the step at which each slot admits next: after its request's last step, or the next step
+    admits = sorted([f + 1 for f in running] + [end + 1] * (slots - len(running)))
+    last = waiting - 1   # the last one admitted; every slot frees within service_ticks of `end`,
+    # so the waiting go round the slots in this order, one round every service_ticks steps
+    return admits[last % slots] + (last // slots) * service + service - 1
+
+
+def _count(setup: QueueSetup, wl: Workload, horizon: int) -> tuple[QueueRun, int, list[int]]:
+    """slotted_run's QueueRun, the requests still waiting after its last step and the last steps
+    of those still running."""
+    reqs = wl.requests
+    n, slots, service, limit = len(reqs), setup.slots, setup.service_ticks, setup.queue_limit
+    arrival = [r.arrival_step for r in reqs]
+    if any(b < a for a, b in zip(arrival, arrival[1:])):
+        raise ValueError("the workload's arrivals must be in order")
+    finish = np.full(n, np.nan)
+    rejected = np.zeros(n, dtype=bool)
+    waiting: deque[int] = deque()
+    running: deque[tuple[int, int]] = deque()  # (last step, request): they finish in admission order
+    waiting_after, running_after = [], []
+    step = nxt = done = 0
+    while done < n and step < horizon:   # the simulator stops when every request is done
+        step += 1
+        while nxt < n and arrival[nxt] < step:   # arrival_step a joins before step a + 1
+            if limit and len(waiting) >= limit:
+                rejected[nxt] = True
+                done += 1
+            else:
+                waiting.append(nxt)
+            nxt += 1
+        while waiting and len(running) < slots:
+            running.append((step + service - 1, waiting.popleft()))
+        waiting_after.append(len(waiting))
+        while running and running[0][0] == step:
+            finish[running.popleft()[1]] = step
+            done += 1
+        running_after.append(len(running))
+    run = QueueRun(steps=np.arange(1, step + 1, dtype=np.int64), waiting=np.array(waiting_after, dtype=np.int64),
+                   running=np.array(running_after, dtype=np.int64),
+                   request=np.array([r.id for r in reqs], dtype=object),
+                   tenant=np.array([r.tenant for r in reqs], dtype=object),
+                   tokens=np.array([r.prompt_len + r.max_tokens for r in reqs], dtype=np.int64),
+                   arrival_step=np.array(arrival, dtype=float), finish_step=finish, rejected=rejected)
+    return run, len(waiting), [f for f, _ in running]
+
+
+def _queue_run(run: Trace | QueueRun) -> QueueRun:
+    return QueueRun.from_trace(run) if isinstance(run, Trace) else run
+
+
+def curves(run: Trace | QueueRun, horizon: int | None = None) -> pd.DataFrame:
     """Per step (tick) up to `horizon`: in_system, waiting, running, the cumulative arrived,
     rejected and finished counts, and the running estimates L, lambda, W, lambda_W (step clock)."""
-    ll = littles_law_over_time(trace, clock="step")
-    s = trace.steps
-    steps = s["step"].to_numpy(dtype=np.int64)
-    r = trace.requests
-    arrival = r["arrival_step"].to_numpy(dtype=float, na_value=np.nan) + 1  # joins before step a+1
-    rej = r["rejected"].to_numpy(dtype=bool)
-    fin = r["finish_step"].to_numpy(dtype=float, na_value=np.nan)
+    q = _queue_run(run)
+    admitted = ~q.rejected
+    ll = littles_law_on_steps(q.steps, q.arrival_step[admitted], q.finish_step[admitted])
+    steps = q.steps
+    arrival = q.arrival_step + 1  # joins before step a+1
 
     def upto(values: np.ndarray) -> np.ndarray:
         return np.searchsorted(np.sort(values[~np.isnan(values)]), steps, side="right")
 
-    out = ll.assign(waiting=s["waiting"].to_numpy(), running=s["running"].to_numpy(),
-                    arrived=upto(arrival), rejected=upto(np.where(rej, arrival, np.nan)), finished=upto(fin))
+    out = ll.assign(waiting=q.waiting, running=q.running, arrived=upto(arrival),
+                    rejected=upto(np.where(q.rejected, arrival, np.nan)), finished=upto(q.finish_step))
     if horizon is not None:
         out = out[out["step"] <= horizon]
     return out.reset_index(drop=True)
 
 
-def window_stats(trace: Trace, horizon: int) -> dict:
+def window_stats(run: Trace | QueueRun, horizon: int) -> dict:
     """The lesson's figures for the first `horizon` ticks: L, lambda, W, lambda_W, rejected, arrived."""
-    c = curves(trace, horizon)
+    c = curves(run, horizon)
     if c.empty:
         return {"L": math.nan, "lambda": math.nan, "W": math.nan, "lambda_W": math.nan, "rejected": 0, "arrived": 0}
     last = c.iloc[-1]
@@ -101,15 +211,14 @@ def window_stats(trace: Trace, horizon: int) -> dict:
             "lambda_W": float(last["lambda_W"]), "rejected": int(last["rejected"]), "arrived": int(last["arrived"])}
 
 
-def rejections(trace: Trace, horizon: int | None = None) -> pd.DataFrame:
+def rejections(run: Trace | QueueRun, horizon: int | None = None) -> pd.DataFrame:
     """The rejected arrivals: request, tenant, tokens (prompt + output asked for), step (the
     step it would have joined) and the queue length then."""
-    r = trace.requests
-    r = r[r["rejected"].to_numpy(dtype=bool)]
-    steps = r["arrival_step"].to_numpy(dtype=np.int64) + 1
-    waiting = trace.steps.set_index("step")["waiting"]
-    out = pd.DataFrame({"request": r["request"].to_numpy(), "tenant": r["tenant"].astype(str).to_numpy(),
-                        "tokens": (r["prompt_len"] + r["max_tokens"]).to_numpy(dtype=np.int64), "step": steps,
+    q = _queue_run(run)
+    rej = q.rejected
+    steps = q.arrival_step[rej].astype(np.int64) + 1
+    waiting = pd.Series(q.waiting, index=q.steps)
+    out = pd.DataFrame({"request": q.request[rej], "tenant": q.tenant[rej], "tokens": q.tokens[rej], "step": steps,
                         "waiting": waiting.reindex(steps - 1).fillna(0).to_numpy(dtype=np.int64)})
     if horizon is not None:
         out = out[out["step"] <= horizon]

@@ -107,18 +107,24 @@ def littles_law_over_time(trace: Trace, clock: str = "time") -> pd.DataFrame:
         raise ValueError(f"clock must be 'time' or 'step', not {clock!r}")
     s = trace.steps
     r = trace.requests[~trace.requests["rejected"].to_numpy(dtype=bool)]
-    if clock == "time":
-        end = s["end"].to_numpy(dtype=float)
-        start = s["start"].to_numpy(dtype=float)
-        arr = r["arrival_time"].to_numpy(dtype=float)
-        fin = r["finish_time"].to_numpy(dtype=float)
-        t0 = float(np.nanmin(arr)) if np.isfinite(arr).any() else 0.0
-    else:
-        end = s["step"].to_numpy(dtype=float)
-        start = end - 1
-        arr = r["arrival_step"].to_numpy(dtype=float, na_value=np.nan)
-        fin = r["finish_step"].to_numpy(dtype=float, na_value=np.nan)
-        t0 = 0.0
+    if clock == "step":
+        return littles_law_on_steps(s["step"].to_numpy(), r["arrival_step"].to_numpy(dtype=float, na_value=np.nan),
+                                    r["finish_step"].to_numpy(dtype=float, na_value=np.nan))
+    arr = r["arrival_time"].to_numpy(dtype=float)
+    t0 = float(np.nanmin(arr)) if np.isfinite(arr).any() else 0.0
+    return _littles_law(s["step"].to_numpy(), s["start"].to_numpy(dtype=float), s["end"].to_numpy(dtype=float),
+                        arr, r["finish_time"].to_numpy(dtype=float), t0)
+
+
+def littles_law_on_steps(steps: np.ndarray, arrival_step: np.ndarray, finish_step: np.ndarray) -> pd.DataFrame:
+    """littles_law_over_time(clock="step") from the arrays it reads: the steps, and each admitted
+    request's arrival_step and finish_step (NaN: unknown, or not finished)."""
+    end = np.asarray(steps, dtype=float)
+    return _littles_law(steps, end - 1, end, np.asarray(arrival_step, dtype=float),
+                        np.asarray(finish_step, dtype=float), 0.0)
+
+
+def _littles_law(steps, start, end, arr, fin, t0: float) -> pd.DataFrame:
     # in the system at a step's start: arrived by then, not yet finished (sorted counts)
     known = ~np.isnan(arr)
     arr_sorted = np.sort(arr[known])
@@ -137,7 +143,7 @@ def littles_law_over_time(trace: Trace, clock: str = "time") -> pd.DataFrame:
     cum = np.cumsum(np.where(np.isnan(sojourn), 0.0, sojourn))
     W = np.where(n_done > 0, cum[np.maximum(n_done - 1, 0)] / np.maximum(n_done, 1), np.nan) if len(cum) \
         else np.full(len(end), np.nan)
-    return pd.DataFrame({"step": s["step"].to_numpy(), "time": end, "in_system": in_sys, "L": L,
+    return pd.DataFrame({"step": steps, "time": end, "in_system": in_sys, "L": L,
                          "lambda": lam, "W": W, "lambda_W": lam * W})
 
 

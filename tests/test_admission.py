@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.admission import QueueSetup, curves, rejections, window_stats
+from sim.admission import QueueRun, QueueSetup, curves, rejections, scheduler_steps, slotted_run, window_stats
 from sim.analysis import littles_law_over_time
 from sim.lesson import printed
 from sim.simulate import simulate
@@ -82,3 +82,53 @@ def test_window_stats_of_an_empty_window():
     tr = simulate(QueueSetup(p=0.5, ticks=50).workload())
     assert window_stats(tr, 0)["arrived"] == 0
     assert isinstance(curves(tr), pd.DataFrame)
+
+
+# Runs of every kind the page's controls reach: stable, overloaded (a backlog at the last tick),
+# a run that ends before its last tick, one slot, one-tick service, block boundaries (15-17
+# tokens), a queue limit of 1, many slots, no arrivals at all.
+SLOTTED_CASES = [
+    QueueSetup(p=0.44, queue_limit=16, ticks=3000),
+    QueueSetup(p=0.44, ticks=3000),
+    QueueSetup(p=1.0, slots=3, service_ticks=17, ticks=300),
+    QueueSetup(p=1.0, queue_limit=1, slots=1, service_ticks=1, ticks=200),
+    QueueSetup(p=0.9, queue_limit=2, slots=1, service_ticks=16, ticks=500, seed=3),
+    QueueSetup(p=0.05, slots=2, service_ticks=15, ticks=1000, seed=7),
+    QueueSetup(p=0.7, queue_limit=100, slots=33, service_ticks=100, ticks=1000, seed=5),
+    QueueSetup(p=0.3, slots=256, service_ticks=2, ticks=400, seed=9),
+    QueueSetup(p=0.01, ticks=100, seed=1),
+]
+
+
+@pytest.mark.parametrize("setup", SLOTTED_CASES, ids=lambda s: f"p{s.p}-q{s.queue_limit}-c{s.slots}-s{s.service_ticks}")
+def test_slotted_run_is_the_schedulers_run_tick_for_tick(setup):
+    wl = setup.workload()
+    trace = simulate(wl, setup.config())
+    whole = slotted_run(setup, wl, horizon=10**9)   # to the end, as the simulator runs
+    mine, its = whole.__dict__, QueueRun.from_trace(trace).__dict__
+    for k in its:
+        assert np.array_equal(mine[k], its[k], equal_nan=mine[k].dtype == float), k
+    for h in (setup.ticks, setup.ticks // 3):
+        pd.testing.assert_frame_equal(curves(slotted_run(setup, wl, h), h), curves(trace, h), check_exact=True)
+        pd.testing.assert_frame_equal(rejections(slotted_run(setup, wl, h), h), rejections(trace, h),
+                                      check_exact=True, check_dtype=False)
+    assert scheduler_steps(setup, wl) == len(trace.steps)
+
+
+def test_slotted_run_gives_the_lessons_example_7():
+    for limit, want in ((0, (447.50, 0.3996, 1019.46, 407.38, 0)), (16, (20.30, 0.3996, 50.71, 20.26, 815))):
+        s = QueueSetup(p=0.44, queue_limit=limit)
+        w = window_stats(slotted_run(s), s.ticks)
+        assert (printed(w["L"], 2), printed(w["lambda"], 4), printed(w["W"], 2), printed(w["lambda_W"], 2),
+                w["rejected"]) == want and w["arrived"] == 8831
+    # stopped at the last tick: the run's backlog then (no limit: 8,831 arrived, 7,992 finished)
+    run = slotted_run(QueueSetup(p=0.44))
+    assert len(run.steps) == 20_000 and int(run.waiting[-1] + run.running[-1]) == 8831 - int(
+        (run.finish_step <= 20_000).sum())
+
+
+def test_slotted_run_refuses_arrivals_out_of_order():
+    s = QueueSetup(ticks=10)
+    wl = Workload([Request("a", 1, 20, arrival_step=5), Request("b", 1, 20, arrival_step=2)])
+    with pytest.raises(ValueError, match="in order"):
+        slotted_run(s, wl)

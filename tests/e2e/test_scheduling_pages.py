@@ -64,3 +64,27 @@ def test_page_renders_and_play_advances(page, app_url, path, heading, charts, an
     assert plot.evaluate(state) != before
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
+
+
+
+def test_admission_downloads_the_schedulers_run(page, app_url):
+    """Admission draws its curves without running the scheduler; a download runs it on the click
+    (in Streamlit's server, outside the page's script), and the file is that run's Trace, whose
+    figures at the last tick are the ones in the chart's live box."""
+    page.goto(f"{app_url}/admission?adm_ticks=1000&adm_limit=4")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=150_000)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=150_000)
+    live = page.locator(".js-plotly-plot g.textpoint text").first.text_content() or ""   # at tick 1,000
+    with page.expect_download(timeout=120_000) as info:
+        page.locator(".st-key-adm_dl_trace button:visible").first.click()
+    dl = info.value
+    assert dl.suggested_filename == "littles_law_no_limit.trace.gz"
+    from sim.admission import window_stats
+    from sim.trace import Trace
+    trace = Trace.from_bytes(open(dl.path(), "rb").read())
+    assert trace.source == "simulator" and len(trace.batch) > 0
+    assert trace.meta["config"]["max_queued_requests"] == 0 and not trace.requests["rejected"].any()
+    s = window_stats(trace, 1000)
+    assert f"L {s['L']:,.2f} · λ {s['lambda']:,.4f} · W {s['W']:,.2f}" in live, live[:300]
+    assert f"rejected 0 of {s['arrived']:,}" in live, live[:300]
+    expect(page.get_by_test_id("stException")).to_have_count(0)
