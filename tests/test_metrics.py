@@ -59,6 +59,24 @@ def test_tenant_service_counts_weights():
     assert (np.diff(svc["x"].to_numpy()) >= 0).all()
 
 
+def test_tenant_service_is_the_per_step_sum_of_each_tenants_entries():
+    tr = simulate(generate(120, seed=4, tenants={"a": 1.0, "b": 2.0, "c": 0.5}, arrival="poisson", rate=1.0))
+    svc = tenant_service(tr, w_in=0.5, w_out=1.5)
+    tenant_of = dict(zip(tr.requests["request"], tr.requests["tenant"]))
+    want = {t: 0.0 for t in "abc"}
+    rows = {}
+    for e in tr.batch.itertuples():   # entries in step order
+        want[tenant_of[e.request]] += (0.5 * e.tokens if e.kind == "prefill" else 0.0) + (1.5 if e.sampled else 0.0)
+        rows[e.step] = dict(want)
+    assert list(svc.columns) == ["a", "b", "c"] and svc.index.name == "step"
+    assert list(svc.index) == tr.steps["step"].tolist()
+    for step, row in rows.items():
+        assert svc.loc[step].to_dict() == pytest.approx(row)
+    # an entry whose request the requests table lacks is left out, not counted under a made-up tenant
+    tr.batch.loc[0, "request"] = "nobody"
+    assert set(tenant_service(tr, 0.5, 1.5).columns) == {"a", "b", "c"}
+
+
 def test_summary_keys_and_rejections():
     reqs = [Request(f"r{i}", 8, 2) for i in range(6)]
     tr = simulate(Workload(reqs, config={"max_num_seqs": 1, "max_queued_requests": 2, "num_gpu_blocks": 50}))
