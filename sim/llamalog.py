@@ -33,7 +33,9 @@ finds each block's records; one loop (LlamaLogReader._apply) runs the state mach
 - Without a C compiler, the reference tokenizer runs: three compiled regexes, one per line
   family ("slot", "srv", "que"), each starting with a literal. Both give byte-identical Traces
   (the reader's tests parse every input both ways).
-Memory is the block plus the result.
+- From a file or a binary stream, with the C tokenizer, a second thread reads and tokenizes
+  each block while the state machine works through the one before (_prefetched_blocks).
+Memory is a few blocks plus the result.
 
 Bad input never raises: bytes are decoded with errors="replace" where text is kept, binary
 garbage is skipped, a cut last line / a log cut in the middle of a batch / interleaved lines are
@@ -50,8 +52,10 @@ from __future__ import annotations
 import io
 import operator
 import os
+import queue
 import random
 import re
+import threading
 import zlib
 from itertools import islice
 from typing import Callable, Iterable
@@ -262,6 +266,83 @@ class _Task:
         self.shifted = 0     # tokens dropped by context shifts; None when the prompt was cut
 
 
+class _Blocks:
+    """The log cut into blocks of whole lines. `buf` holds a line end (not part of the log), the
+    carry (the start of a line whose end has not come yet), then the bytes just read; took()
+    says how much of it is whole lines, next() starts the following block. The reader uses one
+    buffer over and over (a fresh multi-MB object per block costs its page faults, about as much
+    as reading the block); the prefetching thread (_prefetched_blocks) hands each block over and
+    carries on in another buffer, from `spare`."""
+
+    __slots__ = ("buf", "have", "skip_long", "warn", "carry", "spare")
+
+    def __init__(self, warn: Callable[[str], None], spare=None):
+        self.buf = bytearray(b"\n")
+        self.have = 1
+        self.skip_long = False
+        self.warn = warn
+        self.carry = (1, 1)
+        self.spare = spare   # a function giving the next buffer; None: keep this one
+
+    def room(self, n: int) -> memoryview:
+        """Where the next n bytes go (a reader can readinto it, then call took())."""
+        need = self.have + n
+        if need > len(self.buf):
+            self.buf.extend(bytes(need - len(self.buf)))
+        return memoryview(self.buf)[self.have:need]
+
+    def took(self, n: int) -> int:
+        """n bytes were written at room(): the end of the whole lines in buf (0: none yet). Then
+        next() must be called before the next room()."""
+        buf, total = self.buf, self.have + n
+        cut = buf.rfind(b"\n", 0, total)
+        if cut <= 0:
+            self._keep_carry(1, total, scanned=False)
+            self.carry = None
+            return 0
+        # keep an OLD timing block (header + 3 unprefixed lines) together with its header
+        tail = buf.rfind(b"print_timing", max(0, cut - 600), cut)
+        if tail > 0:
+            ls = buf.rfind(b"\n", 0, tail)
+            if ls > 0:
+                cut = ls
+        self.carry = self._keep_carry(cut + 1, total)
+        return cut + 1
+
+    def next(self) -> None:
+        """The carry moves to the front of the buffer the next block is read into."""
+        if self.carry is None:
+            return
+        a, b = self.carry
+        if self.spare is None:
+            self.buf[1:1 + b - a] = self.buf[a:b]   # a same-length slice: no resize
+        else:
+            old, self.buf = self.buf, self.spare()
+            self.buf[1:1 + b - a] = old[a:b]
+        self.have = 1 + b - a
+
+    def _keep_carry(self, a: int, b: int, scanned: bool = True) -> tuple[int, int]:
+        """The carry after the block: buf[a:b], less a too-long line's rest. scanned False: no
+        line end came, the carry just grew (it stays in place)."""
+        buf = self.buf
+        if self.skip_long:
+            nl = buf.find(b"\n", a, b)
+            if nl < 0:
+                a = b   # still inside the skipped line: nothing kept
+            else:
+                a = nl + 1
+                self.skip_long = False
+        if b - a > MAX_LINE:
+            self.warn(f"a line longer than {MAX_LINE >> 20} MiB was skipped (binary data?)")
+            self.skip_long = True
+            a = b
+        if not scanned:
+            if a != 1:
+                buf[1:1 + b - a] = buf[a:b]
+            self.have = 1 + b - a
+        return a, b
+
+
 class LlamaLogReader:
     """Incremental reader: feed(bytes) any number of times, then finish() -> Trace.
 
@@ -269,7 +350,7 @@ class LlamaLogReader:
 
     # slots: the hot loop reads and writes the reader's state per record; with ~70 attributes an
     # instance dict is too large for CPython's shared-key fast path, and every access a lookup
-    __slots__ = ("name", "native", "buf", "have", "skip_long", "families", "nbytes", "nlines", "warnings",
+    __slots__ = ("name", "native", "blocks", "families", "nbytes", "nlines", "warnings",
                  "unparsed", "unparsed_examples", "build", "build_number", "build_commit", "cfg", "run",
                  "run_first_step", "runs", "t_offset", "last_t", "saw_ts", "tasks", "cur_tasks", "running",
                  "waiting", "arr_since", "arr_prev", "arr_cur", "b_step", "b_req", "b_slot", "b_kind",
@@ -283,9 +364,7 @@ class LlamaLogReader:
     def __init__(self, name: str = "", native: bool = True):
         self.name = name
         self.native = native   # use the C tokenizer when it can be built (same records, same Trace)
-        self.buf = bytearray(b"\n")   # a line end (not part of the log), the carry, then the block
-        self.have = 1
-        self.skip_long = False
+        self.blocks = _Blocks(self._warn)
         self.families = (_SLOT, _SRV, _QUE)
         self.nbytes = 0
         self.nlines = 0
@@ -376,57 +455,18 @@ class LlamaLogReader:
         self.took(n)
 
     def room(self, n: int) -> memoryview:
-        """Where the next n bytes go (a reader can readinto it, then call took()). The block
-        buffer is reused: a fresh multi-MB object per block costs its page faults, about as much
-        as reading the block."""
-        need = self.have + n
-        if need > len(self.buf):
-            self.buf.extend(bytes(need - len(self.buf)))
-        return memoryview(self.buf)[self.have:need]
+        """Where the next n bytes go (a reader can readinto it, then call took())."""
+        return self.blocks.room(n)
 
     def took(self, n: int) -> None:
-        """n bytes were written at room(): read every complete line they close.
-        self.buf[:self.have] is a line end (not part of the log) and the carry: the start of a line
-        whose end has not come yet."""
+        """n bytes were written at room(): read every complete line they close."""
         if not n:
             return
         self.nbytes += n
-        buf, total = self.buf, self.have + n
-        cut = buf.rfind(b"\n", 0, total)
-        if cut <= 0:
-            self._keep_carry(1, total, scanned=False)
-            return
-        # keep an OLD timing block (header + 3 unprefixed lines) together with its header
-        tail = buf.rfind(b"print_timing", max(0, cut - 600), cut)
-        if tail > 0:
-            ls = buf.rfind(b"\n", 0, tail)
-            if ls > 0:
-                cut = ls
-        a, b = self._keep_carry(cut + 1, total)
-        self._scan(buf, cut + 1)
-        buf[1:1 + b - a] = buf[a:b]   # the carry moves to the front (a same-length slice: no resize)
-        self.have = 1 + b - a
-
-    def _keep_carry(self, a: int, b: int, scanned: bool = True) -> tuple[int, int]:
-        """The carry after the block: buf[a:b], less a too-long line's rest. scanned False: no
-        line end came, the carry just grew (it stays in place)."""
-        buf = self.buf
-        if self.skip_long:
-            nl = buf.find(b"\n", a, b)
-            if nl < 0:
-                a = b   # still inside the skipped line: nothing kept
-            else:
-                a = nl + 1
-                self.skip_long = False
-        if b - a > MAX_LINE:
-            self._warn(f"a line longer than {MAX_LINE >> 20} MiB was skipped (binary data?)")
-            self.skip_long = True
-            a = b
-        if not scanned:
-            if a != 1:
-                buf[1:1 + b - a] = buf[a:b]
-            self.have = 1 + b - a
-        return a, b
+        end = self.blocks.took(n)
+        if end:
+            self._scan(self.blocks.buf, end)
+        self.blocks.next()
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings and len(self.warnings) < 50:
@@ -441,20 +481,25 @@ class LlamaLogReader:
             self.unparsed_examples.append(line.decode("utf-8", "replace"))
 
     # ------------------------------------------------------------------ the scan
-    def _scan(self, data: bytes, end: int) -> None:
+    def _scan(self, data: bytes, end: int, scanned=None) -> None:
         """Read the records in data[:end]: data starts with a line end (not part of the log) and
-        data[:end] ends with one."""
-        self._read_block(data, end)
+        data[:end] ends with one. scanned: the C tokenizer's (records, loadm, guarded) for it, made
+        ahead by the prefetching thread."""
+        self._read_block(data, end, scanned)
         if not self.records:   # lines count only while no record came: a log without any is all unparsed
             self.nlines += data.count(b"\n", 0, end) - 1
 
-    def _read_block(self, data: bytes, end: int) -> None:
+    def _read_block(self, data: bytes, end: int, scanned=None) -> None:
         scan = native.llamascan() if self.native else None
         if scan is None:
             self._scan_regex(data, end)
             return
         # the C tokenizer: candidates in order, the frequent records parsed
-        found, loadm = scan(data, end, self.families is not _LOOSE)
+        guarded = self.families is not _LOOSE
+        if scanned is not None and scanned[2] == guarded:
+            found, loadm = scanned[:2]
+        else:   # (ahead of time it was scanned for a prefix the reader has since given up on)
+            found, loadm = scan(data, end, guarded)
         if not self.records and not self._has_slot_srv(found, data, end) and self._go_loose(data, end):
             return
         secs = []
@@ -1191,10 +1236,11 @@ class LlamaLogReader:
 
     # ------------------------------------------------------------------ the end
     def finish(self) -> Trace:
-        if self.have > 1:
-            rest = bytes(self.buf[1:self.have])
-            self.have = 1
-            if not self.skip_long:
+        blocks = self.blocks
+        if blocks.have > 1:
+            rest = bytes(blocks.buf[1:blocks.have])
+            blocks.have = 1
+            if not blocks.skip_long:
                 # the carry may be whole lines held back with an OLD timing block: only a carry
                 # without a line end is a cut line
                 cut = not rest.endswith(b"\n")
@@ -1483,9 +1529,93 @@ def _gunzip_into(read, block: int, reader: LlamaLogReader, progress, total, firs
         reader._warn("the compressed file ends early (cut?); what was read is shown")
 
 
+class _Stopped(Exception):
+    pass
+
+
+def _prefetched_blocks(into, block: int, reader: LlamaLogReader, scan, progress, total, done: int) -> None:
+    """_blocks_from_stream for a binary stream with the C tokenizer: a thread reads each block
+    and runs the tokenizer on it while the reader's state machine works through the blocks
+    before it (readinto and the C call let go of the GIL, so the two overlap on two cores).
+    The thread cuts the blocks with the reader's own _Blocks, in three buffers taken in turn,
+    and scans for the line prefix the reader uses then; the reader checks that and rescans a
+    block itself if it has changed its mind. Each block's warnings travel with it, so they come
+    in the order a reader without the thread gives them."""
+    blocks = reader.blocks
+    free: queue.Queue = queue.Queue()
+    for _ in range(2):
+        free.put(bytearray(b"\n"))
+    ready: queue.Queue = queue.Queue()   # at most three blocks: the buffers bound it
+    stop = threading.Event()
+
+    def spare() -> bytearray:
+        while True:
+            try:
+                return free.get(timeout=0.1)
+            except queue.Empty:
+                if stop.is_set():
+                    raise _Stopped from None
+
+    def work() -> None:
+        notes: list[str] = []
+        blocks.warn, blocks.spare = notes.append, spare
+        try:
+            while not stop.is_set():
+                with blocks.room(block) as view:
+                    n = into(view) or 0
+                if not n:
+                    break
+                end = blocks.took(n)
+                if end:
+                    guarded = reader.families is not _LOOSE
+                    buf = blocks.buf
+                    found, loadm = scan(buf, end, guarded)
+                    blocks.next()   # the carry goes on in the next buffer; this one is the reader's
+                    ready.put((n, notes[:], buf, end, (found, loadm, guarded)))
+                else:
+                    ready.put((n, notes[:], None, 0, None))
+                notes.clear()
+        except (EOFError, OSError, zlib.error) as e:
+            ready.put(e)
+        except _Stopped:
+            pass
+        except BaseException as e:   # noqa: BLE001 - a bug: raised again by the reader's thread
+            ready.put(RuntimeError(f"the block reader failed: {e!r}"))
+        finally:
+            ready.put(None)
+
+    thread = threading.Thread(target=work, name="llamalog-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not None:
+            if isinstance(item, RuntimeError):
+                raise item
+            if isinstance(item, BaseException):
+                reader._warn(f"the input stopped early ({type(item).__name__}: {item}); what was read is shown")
+                continue
+            n, notes, buf, end, scanned = item
+            reader.nbytes += n
+            for msg in notes:
+                reader._warn(msg)
+            if buf is not None:
+                reader._scan(buf, end, scanned)
+                free.put(buf)
+            done += n
+            if progress is not None:
+                progress(done, total)
+    finally:
+        stop.set()
+        thread.join()
+        blocks.warn, blocks.spare = reader._warn, None
+
+
 def _blocks_from_stream(f, block: int, reader: LlamaLogReader, progress, total, pos_fn, start: int = 0) -> None:
     done = start
     into = getattr(f, "readinto", None) if isinstance(f, (io.BufferedIOBase, io.RawIOBase)) else None
+    scan = native.llamascan() if reader.native and into is not None else None
+    if scan is not None:
+        _prefetched_blocks(into, block, reader, scan, progress, total, done)
+        return
     while True:
         try:
             if into is not None:   # straight into the reader's block buffer

@@ -1,8 +1,11 @@
 """read_llama_log for the reader's tests: every input the tests re-read is parsed by both
 tokenizers (the C one, sim/llamascan.c, and the regexes it must agree with), and the two Traces
-must be byte-identical. Test modules import `read_llama_log` from here instead of sim.llamalog."""
+must be byte-identical. Bytes are also read as a binary stream: the reader's thread then reads
+and tokenizes ahead (sim.llamalog._prefetched_blocks), and that Trace must be byte-identical too.
+Test modules import `read_llama_log` from here instead of sim.llamalog."""
 from __future__ import annotations
 
+import io
 import os
 
 from sim import native
@@ -18,4 +21,7 @@ def read_llama_log(source, **kw):
         kw.pop("progress", None)
         ref = _read(source, native=False, **kw)
         assert trace.to_bytes() == ref.to_bytes(), "the C and regex tokenizers gave different Traces"
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            ahead = _read(io.BytesIO(bytes(source)), **kw)
+            assert ahead.to_bytes() == ref.to_bytes(), "reading ahead on a thread gave a different Trace"
     return trace

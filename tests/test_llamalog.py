@@ -13,6 +13,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -302,6 +303,48 @@ def test_every_kind_of_input_gives_the_same_trace(tmp_path):
         assert summary(v) == ref
     assert seen[-1] == (len(data), len(data))
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+
+
+def test_a_line_too_long_is_skipped_the_same_way_when_read_ahead():
+    """A 17 MiB run of bytes without a line end: skipped with one warning, the lines around it
+    read; blocks of 1 MiB, so the skip spans many blocks (bytes: block by block on the reader's
+    thread; as a stream: cut and tokenized ahead on another thread, compared in reader_check)."""
+    log = FIX / NEW / "s5_prompt_cache_reuse.log"
+    data = log.read_bytes()
+    mid = data.index(b"\n", len(data) // 2) + 1
+    tr = read_llama_log(data[:mid] + b"x" * (17 << 20) + data[mid:], block_size=1 << 20)
+    assert [w for w in tr.meta["warnings"] if "longer than" in w] == [
+        "a line longer than 16 MiB was skipped (binary data?)"]
+    ref = summary(parsed(log))
+    # the one line after the skipped bytes is lost with them (it has no line end of its own)
+    assert len(summary(tr)["tasks"]) == len(ref["tasks"]) and summary(tr)["batches"] >= ref["batches"] - 1
+
+
+class _FailingStream(io.RawIOBase):
+    """A binary stream that fails after `ok` bytes, as a network file system or a cut pipe can."""
+
+    def __init__(self, data: bytes, ok: int):
+        self.data, self.ok, self.pos = data, ok, 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self.pos >= self.ok:
+            raise OSError("connection reset")
+        n = min(len(b), self.ok - self.pos)
+        b[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
+def test_a_stream_that_fails_keeps_what_was_read():
+    data = (FIX / OLD / "s5_prompt_cache_reuse.log").read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    tr = read_llama_log(_FailingStream(data, cut), block_size=4096)
+    assert any(w.startswith("the input stopped early (OSError: connection reset)") for w in tr.meta["warnings"])
+    assert summary(tr) == summary(read_llama_log(data[:cut]))   # everything up to the failure is kept
+    assert not [t for t in threading.enumerate() if t.name == "llamalog-prefetch"]   # the reading thread is done
 
 
 def test_concatenated_logs_are_separate_runs():
