@@ -13,13 +13,13 @@ the printed digit; the Trace adds what the table cannot show: how the estimates 
 run plays, and which arrivals were turned away when.
 
 The curves read only a few counts of a run (a QueueRun). Under ``QueueSetup.config()`` the
-scheduler is a first-come-first-served server with ``slots`` servers and a fixed service of
+scheduler is a first-come-first-served queue with ``slots`` servers and a fixed service of
 ``service_ticks`` steps: every running request decodes one token a step (the token budget is
-at least ``slots``), admission is never refused for blocks (the pool has room for every slot's whole request),
-and nobody is preempted. ``slotted_run`` counts that server tick by tick, without the
-scheduler's per-token bookkeeping (bench/bench_sim.py: tens of times faster for the lesson's 20,000
-ticks), and gives the same QueueRun as the scheduler's Trace; the tests compare the two tick for
-tick.
+at least ``slots``), admission is never refused for blocks (the pool holds every slot's whole
+request), and nobody is preempted. ``slotted_run`` counts that queue tick by tick, without the
+scheduler's per-token bookkeeping (bench/bench_sim.py: 35-50 times faster for the lesson's
+20,000 ticks), and gives the same QueueRun as the scheduler's Trace; the tests compare the two
+tick for tick.
 """
 from __future__ import annotations
 

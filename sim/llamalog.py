@@ -1533,6 +1533,16 @@ class _Stopped(Exception):
     pass
 
 
+class _Failed:
+    """What the prefetching thread hands over when the reading code itself failed (a bug, not
+    the input): the reader's thread raises it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
 def _prefetched_blocks(into, block: int, reader: LlamaLogReader, scan, progress, total, done: int) -> None:
     """_blocks_from_stream for a binary stream with the C tokenizer: a thread reads each block
     and runs the tokenizer on it while the reader's state machine works through the blocks
@@ -1580,7 +1590,7 @@ def _prefetched_blocks(into, block: int, reader: LlamaLogReader, scan, progress,
         except _Stopped:
             pass
         except BaseException as e:   # noqa: BLE001 - a bug: raised again by the reader's thread
-            ready.put(RuntimeError(f"the block reader failed: {e!r}"))
+            ready.put(_Failed(e))
         finally:
             ready.put(None)
 
@@ -1588,8 +1598,8 @@ def _prefetched_blocks(into, block: int, reader: LlamaLogReader, scan, progress,
     thread.start()
     try:
         while (item := ready.get()) is not None:
-            if isinstance(item, RuntimeError):
-                raise item
+            if isinstance(item, _Failed):
+                raise item.error
             if isinstance(item, BaseException):
                 reader._warn(f"the input stopped early ({type(item).__name__}: {item}); what was read is shown")
                 continue

@@ -347,6 +347,18 @@ def test_a_stream_that_fails_keeps_what_was_read():
     assert not [t for t in threading.enumerate() if t.name == "llamalog-prefetch"]   # the reading thread is done
 
 
+def test_a_stream_that_breaks_its_contract_raises_as_without_the_thread():
+    """Not the input's fault (a stream whose readinto raises ValueError, e.g. closed): the error
+    reaches the caller as it is, from the reader's thread, and the reading thread is gone."""
+    class Closed(_FailingStream):
+        def readinto(self, b):
+            raise ValueError("I/O operation on closed file")
+
+    with pytest.raises(ValueError, match="closed file"):
+        read_llama_log(Closed(b"", 0))
+    assert not [t for t in threading.enumerate() if t.name == "llamalog-prefetch"]
+
+
 def test_concatenated_logs_are_separate_runs():
     a, b = FIX / OLD / "s5_prompt_cache_reuse.log", FIX / NEW / "s9_kv_unified_small_ubatch.log"
     tr = read_llama_log(a.read_bytes() + b.read_bytes())

@@ -35,8 +35,9 @@ def export_panel(trace: Trace | Callable[[], Trace], stem: str, key: str | None 
     """Three download buttons side by side: Trace file, CSV tables (zip), Perfetto JSON.
 
     `trace` may be a function that makes the Trace (called only when a button is clicked, so a
-    page can offer a run it does not need itself; it should cache its result). `stem` names the files; `key` (default: stem) prefixes the widget keys, so a page with two
-    runs calls it twice with different keys; `label` is put before each button's text.
+    page can offer a run it does not need itself; it should cache its result). `stem` names the
+    files; `key` (default: stem) prefixes the widget keys, so a page with two runs calls it twice
+    with different keys; `label` is put before each button's text.
     """
     k = key or stem
     get = (lambda: trace) if isinstance(trace, Trace) else trace
