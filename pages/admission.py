@@ -12,8 +12,7 @@ import streamlit as st
 
 from figures.admission import lesson_table, littles_figure
 from sim import lesson
-from sim.admission import QueueSetup, curves, rejections, scheduler_steps, slotted_run, window_stats
-from sim.workload import Workload
+from sim.admission import QueueSetup, curves, rejections, slotted_run, window_stats
 from ui import primer
 from ui.exports import export_panel
 from ui.runs import MAX_STEPS, run_trace
@@ -39,18 +38,14 @@ def lesson_rows() -> list[dict]:
     return lesson.littles_law()
 
 
-@st.cache_data(max_entries=8, show_spinner=False, hash_funcs={QueueSetup: repr})
-def arrivals(setup: QueueSetup) -> Workload:
-    return setup.workload()
-
-
 @st.cache_data(max_entries=16, show_spinner=False, hash_funcs={QueueSetup: repr})
-def run_curves(setup: QueueSetup, _arrivals: Workload):
+def run_curves(setup: QueueSetup):
     """The run's curves, rejections and window figures (counted by slotted_run: the scheduler's
-    run tick by tick, in a few hundredths of a second), and the steps the scheduler's run takes."""
-    run = slotted_run(setup, _arrivals)
-    return (curves(run, setup.ticks), rejections(run, setup.ticks), window_stats(run, setup.ticks),
-            scheduler_steps(setup, _arrivals))
+    run tick by tick, in a few hundredths of a second), and the step the scheduler's run ends at.
+    The arrivals are made here, not cached: a cached workload costs as much to unpickle as to
+    draw again from Java's Random (about 25 ms for 20,000 ticks)."""
+    run = slotted_run(setup)
+    return curves(run, setup.ticks), rejections(run, setup.ticks), window_stats(run, setup.ticks), run.last_step
 
 
 SETTINGS.init()
@@ -92,8 +87,7 @@ if limit:
     setups[f"limit {limit}"] = replace(base, queue_limit=limit)
 
 try:
-    wl = arrivals(base)  # the same arrivals for every run; only the queue limit differs
-    results = {label: run_curves(s, wl) for label, s in setups.items()}
+    results = {label: run_curves(s) for label, s in setups.items()}  # same seed: the same arrivals
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
     primer.stop()
@@ -181,6 +175,6 @@ if needed > MAX_STEPS:
             f"{MAX_STEPS:,} the dashboard runs; fewer ticks or a queue limit make it downloadable.",
             icon=":material/info:")
 else:
-    export_panel(lambda: run_trace(wl, chosen.config(), "units"), "littles_law_" + pick.replace(" ", "_"),
+    export_panel(lambda: run_trace(chosen.workload(), chosen.config(), "units"), "littles_law_" + pick.replace(" ", "_"),
                  key="adm")
 SETTINGS.sync_url()

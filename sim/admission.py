@@ -85,7 +85,8 @@ class QueueRun:
     """What the Little's-law curves read from a run. Per step (1, 2, ...): the requests waiting
     and running after it. Per request, in workload order: its id, tenant and tokens (prompt +
     output asked for), arrival_step, finish_step (NaN: not finished within the run) and whether
-    it was rejected."""
+    it was rejected. last_step: the step the scheduler's run ends at (its last request done;
+    None when not known)."""
 
     steps: np.ndarray
     waiting: np.ndarray
@@ -96,6 +97,7 @@ class QueueRun:
     arrival_step: np.ndarray
     finish_step: np.ndarray
     rejected: np.ndarray
+    last_step: int | None
 
     @classmethod
     def from_trace(cls, trace: Trace) -> QueueRun:
@@ -106,7 +108,7 @@ class QueueRun:
                    tokens=(r["prompt_len"] + r["max_tokens"]).to_numpy(dtype=np.int64),
                    arrival_step=r["arrival_step"].to_numpy(dtype=float, na_value=np.nan),
                    finish_step=r["finish_step"].to_numpy(dtype=float, na_value=np.nan),
-                   rejected=r["rejected"].to_numpy(dtype=bool))
+                   rejected=r["rejected"].to_numpy(dtype=bool), last_step=len(s))
 
 
 def slotted_run(setup: QueueSetup, workload: Workload | None = None, horizon: int | None = None) -> QueueRun:
@@ -117,31 +119,13 @@ def slotted_run(setup: QueueSetup, workload: Workload | None = None, horizon: in
     The scheduler's order within a step: arrivals join (rejected when the queue already holds
     queue_limit), then the waiting are admitted in order into free slots, then the requests that
     reached their last token leave. A request admitted at step k samples its first token there
-    and its last (the service_ticks-th) at step k + service_ticks - 1."""
+    and its last (the service_ticks-th) at step k + service_ticks - 1.
+
+    last_step, when every arrival has joined by the horizon (always at setup.ticks): the
+    requests still waiting then take the slots in turn, service_ticks steps each, so the run's
+    end follows without counting on."""
     wl = setup.workload() if workload is None else workload
-    return _count(setup, wl, setup.ticks if horizon is None else horizon)[0]
-
-
-def scheduler_steps(setup: QueueSetup, workload: Workload | None = None) -> int:
-    """How many steps the scheduler's run takes (to the last request's finish), without running
-    it past setup.ticks: after the last arrival the requests still waiting take the slots in
-    turn, service_ticks steps each."""
-    wl = setup.workload() if workload is None else workload
-    horizon = max([setup.ticks] + [r.arrival_step + 1 for r in wl.requests])  # every arrival has joined
-    run, waiting, running = _count(setup, wl, horizon)
-    end, slots, service = len(run.steps), setup.slots, setup.service_ticks
-    if not waiting:
-        return max([end, *running])
-    # the step at which each slot admits next: after its request's last step, or the next step
-    admits = sorted([f + 1 for f in running] + [end + 1] * (slots - len(running)))
-    last = waiting - 1   # the last one admitted; every slot frees within service_ticks of `end`,
-    # so the waiting go round the slots in this order, one round every service_ticks steps
-    return admits[last % slots] + (last // slots) * service + service - 1
-
-
-def _count(setup: QueueSetup, wl: Workload, horizon: int) -> tuple[QueueRun, int, list[int]]:
-    """slotted_run's QueueRun, the requests still waiting after its last step and the last steps
-    of those still running."""
+    horizon = setup.ticks if horizon is None else horizon
     reqs = wl.requests
     n, slots, service, limit = len(reqs), setup.slots, setup.service_ticks, setup.queue_limit
     arrival = [r.arrival_step for r in reqs]
@@ -169,13 +153,26 @@ def _count(setup: QueueSetup, wl: Workload, horizon: int) -> tuple[QueueRun, int
             finish[running.popleft()[1]] = step
             done += 1
         running_after.append(len(running))
-    run = QueueRun(steps=np.arange(1, step + 1, dtype=np.int64), waiting=np.array(waiting_after, dtype=np.int64),
-                   running=np.array(running_after, dtype=np.int64),
-                   request=np.array([r.id for r in reqs], dtype=object),
-                   tenant=np.array([r.tenant for r in reqs], dtype=object),
-                   tokens=np.array([r.prompt_len + r.max_tokens for r in reqs], dtype=np.int64),
-                   arrival_step=np.array(arrival, dtype=float), finish_step=finish, rejected=rejected)
-    return run, len(waiting), [f for f, _ in running]
+    return QueueRun(steps=np.arange(1, step + 1, dtype=np.int64), waiting=np.array(waiting_after, dtype=np.int64),
+                    running=np.array(running_after, dtype=np.int64),
+                    request=np.array([r.id for r in reqs], dtype=object),
+                    tenant=np.array([r.tenant for r in reqs], dtype=object),
+                    tokens=np.array([r.prompt_len + r.max_tokens for r in reqs], dtype=np.int64),
+                    arrival_step=np.array(arrival, dtype=float), finish_step=finish, rejected=rejected,
+                    last_step=None if nxt < n else _last_step(step, slots, service, len(waiting),
+                                                              [f for f, _ in running]))
+
+
+def _last_step(end: int, slots: int, service: int, waiting: int, running: list[int]) -> int:
+    """The step the last request finishes, from the queue after step `end`: `waiting` requests
+    not yet admitted, and the last steps of those `running`."""
+    if not waiting:
+        return max([end, *running])
+    # the step at which each slot admits next: after its request's last step, or the next step
+    admits = sorted([f + 1 for f in running] + [end + 1] * (slots - len(running)))
+    last = waiting - 1   # the last one admitted; every slot frees within service steps of `end`,
+    # so the waiting go round the slots in this order, one round every `service` steps
+    return admits[last % slots] + (last // slots) * service + service - 1
 
 
 def _queue_run(run: Trace | QueueRun) -> QueueRun:

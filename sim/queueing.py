@@ -1,7 +1,10 @@
 """Arrival sources for tick-based queueing runs (admission control, Little's law).
 
 The queue itself is the scheduler: sim.admission runs the lesson's slotted server through
-sim.simulate, so there is one implementation of queueing and admission, not two.
+sim.simulate, the one implementation of queueing and admission. For the Admission page's curves,
+sim.admission.slotted_run counts the same queue tick by tick without the scheduler's per-token
+work; it is checked against the scheduler's Trace, tick for tick (tests/test_admission.py), so
+a change to the scheduler's admission that it does not follow fails there.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.admission import QueueRun, QueueSetup, curves, rejections, scheduler_steps, slotted_run, window_stats
+from sim.admission import QueueRun, QueueSetup, curves, rejections, slotted_run, window_stats
 from sim.analysis import littles_law_over_time
 from sim.lesson import printed
 from sim.simulate import simulate
@@ -105,14 +105,16 @@ def test_slotted_run_is_the_schedulers_run_tick_for_tick(setup):
     wl = setup.workload()
     trace = simulate(wl, setup.config())
     whole = slotted_run(setup, wl, horizon=10**9)   # to the end, as the simulator runs
-    mine, its = whole.__dict__, QueueRun.from_trace(trace).__dict__
+    mine, its = dict(whole.__dict__), dict(QueueRun.from_trace(trace).__dict__)
+    assert mine.pop("last_step") == its.pop("last_step") == len(trace.steps)
     for k in its:
         assert np.array_equal(mine[k], its[k], equal_nan=mine[k].dtype == float), k
     for h in (setup.ticks, setup.ticks // 3):
         pd.testing.assert_frame_equal(curves(slotted_run(setup, wl, h), h), curves(trace, h), check_exact=True)
         pd.testing.assert_frame_equal(rejections(slotted_run(setup, wl, h), h), rejections(trace, h),
                                       check_exact=True, check_dtype=False)
-    assert scheduler_steps(setup, wl) == len(trace.steps)
+    assert slotted_run(setup, wl).last_step == len(trace.steps)   # counted to the last tick only
+    assert slotted_run(setup, wl, horizon=setup.ticks // 3).last_step in (None, len(trace.steps))
 
 
 def test_slotted_run_gives_the_lessons_example_7():
