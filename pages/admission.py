@@ -12,7 +12,7 @@ import streamlit as st
 
 from figures.admission import lesson_table, littles_figure
 from sim import lesson
-from sim.admission import QueueSetup, curves, rejections, slotted_run, window_stats
+from sim.admission import QueueSetup, curves, final_stats, rejections, slotted_run
 from ui import primer
 from ui.exports import export_panel
 from ui.runs import MAX_STEPS, run_trace
@@ -45,7 +45,8 @@ def run_curves(setup: QueueSetup):
     The arrivals are made here, not cached: a cached workload costs as much to unpickle as to
     draw again from Java's Random (about 25 ms for 20,000 ticks)."""
     run = slotted_run(setup)
-    return curves(run, setup.ticks), rejections(run, setup.ticks), window_stats(run, setup.ticks), run.last_step
+    c = curves(run, setup.ticks)
+    return c, rejections(run, setup.ticks), final_stats(c), run.last_step
 
 
 SETTINGS.init()

@@ -200,7 +200,11 @@ def curves(run: Trace | QueueRun, horizon: int | None = None) -> pd.DataFrame:
 
 def window_stats(run: Trace | QueueRun, horizon: int) -> dict:
     """The lesson's figures for the first `horizon` ticks: L, lambda, W, lambda_W, rejected, arrived."""
-    c = curves(run, horizon)
+    return final_stats(curves(run, horizon))
+
+
+def final_stats(c: pd.DataFrame) -> dict:
+    """window_stats from curves already made: their last row's figures."""
     if c.empty:
         return {"L": math.nan, "lambda": math.nan, "W": math.nan, "lambda_W": math.nan, "rejected": 0, "arrived": 0}
     last = c.iloc[-1]

@@ -68,9 +68,9 @@ def _columns(names, rows: list) -> dict:
 
 class Recorder:
     """Records a run as it goes (a tuple per step and per batch entry: cheap appends; `steps` and
-    `batch` give them as the Trace's columns), and writes the oracle's per-step JSONL when asked. Shared by the executors: the simulator
-    (step times from a cost model) and the engine (measured step times, plus its own extra
-    step columns such as the phase split)."""
+    `batch` give them as the Trace's columns), and writes the oracle's per-step JSONL when asked.
+    Shared by the executors: the simulator (step times from a cost model) and the engine
+    (measured step times, plus its own extra step columns such as the phase split)."""
 
     STEP_COLUMNS = ("step", "start", "end", "num_tokens", "prefill_tokens", "decode_tokens", "recompute_tokens",
                     "num_seqs", "running", "waiting", "free_blocks", "free_blocks_after_schedule",
