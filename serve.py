@@ -25,12 +25,15 @@ ROOT = Path(__file__).resolve().parent
 
 
 def warm() -> list[str]:
-    """Import the packages the pages use and every module of sim and figures; their names. (Not
-    ui: its st.cache_data functions must be made once Streamlit's runtime exists.)"""
+    """Import the packages the pages use and every module of sim (its lessons too), of the
+    llama-server reader and of figures; their names. (Not ui: its st.cache_data functions must be
+    made once Streamlit's runtime exists. Not servers.vllm: its recorder needs vLLM.)"""
     sys.path.insert(0, str(ROOT))
     names = ["numpy", "pandas", "plotly.graph_objects", "plotly.io", "streamlit.emojis"]
-    for pkg in ("sim", "figures"):
-        names += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / pkg)]) if m.name != "__main__"]
+    for pkg in ("sim", "sim.lessons", "servers.llama_server", "figures"):
+        folder = ROOT.joinpath(*pkg.split("."))
+        names += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules([str(folder)])
+                  if m.name != "__main__" and not m.ispkg]
     for name in names:
         importlib.import_module(name)
     return names
@@ -214,7 +217,7 @@ def preload_plotly(slim: bool = True, eager: bool = True) -> Path | None:
 if __name__ == "__main__":
     warm()
     # the log reader's C tokenizer: built (first run only) or loaded now, not on the first upload
-    threading.Thread(target=importlib.import_module("sim.native").llamascan, daemon=True).start()
+    threading.Thread(target=importlib.import_module("servers.llama_server.native").llamascan, daemon=True).start()
     skip_repl_check()
     route_through_app()
     if os.environ.get("SCHEDLAB_PRELOAD", "1") != "0":  # 0: Streamlit's own index.html (for A/B runs)

@@ -9,7 +9,7 @@ and /tmp/llamalog_bench_60mb.log, made by concatenating the real shared logs (se
 runs back to back, as a log that spans restarts would be).
 
 Each parse runs in a fresh Python process, `--repeat` times, twice: with the C tokenizer (C,
-the reader's default; sim/llamascan.c, built on first use) and with the regexes only (re, the
+the reader's default; servers/llama_server/llamascan.c, built on first use) and with the regexes only (re, the
 reader on a machine without a C compiler). The time is read_llama_log's wall time (interpreter
 start and imports excluded; the best run), the memory is the child's peak RSS (ru_maxrss:
 interpreter + numpy + pandas + the parse) and how much the parse added to the RSS measured after
@@ -39,8 +39,8 @@ TARGET_BYTES = 60_000_000
 CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from sim import native
-from sim.llamalog import read_llama_log
+from servers.llama_server import native
+from servers.llama_server import read_llama_log
 use_c = sys.argv[3] == "native"
 if use_c and native.llamascan() is None:
     print(json.dumps({"error": "the native tokenizer is not available: " + native.why_unavailable()}))
@@ -53,7 +53,7 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 # the tokenizer alone over the whole file (after the peak was read): the C scan, or the reader's
 # three line-family regexes (the regex reader's lower bound: the rest is Python per record)
 import gzip
-from sim.llamalog import _QUE, _SLOT, _SRV
+from servers.llama_server.lines import QUE as _QUE, SLOT as _SLOT, SRV as _SRV
 raw = open(sys.argv[2], "rb").read()
 raw = b"\n" + (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 t0 = time.perf_counter()

@@ -3,7 +3,7 @@
     python bench/bench_logresim.py            # every shared log with timestamps
     python bench/bench_logresim.py FILE...    # your own logs
 
-For each log with timestamps: the cost model fitted to its calls (sim.logresim.call_cost: ms per
+For each log with timestamps: the cost model fitted to its calls (servers.llama_server.resim.call_cost: ms per
 call = per_step + per_token x tokens + per_context_token x context tokens, R^2 over the calls),
 then its workload replayed through the simulator as llama-server slots with the server's own
 settings (slots, -b, -cb, prompt cache) at the logged arrival times, and the log's mean TTFT,
@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.llamalog import read_llama_log, workload_from_trace  # noqa: E402
-from sim.logresim import call_cost, has_call_times, resimulate  # noqa: E402
+from servers.llama_server import read_llama_log, workload_from_trace  # noqa: E402
+from servers.llama_server.resim import call_cost, has_call_times, resimulate  # noqa: E402
 from sim.metrics import summary  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "llama-logs"

@@ -5,7 +5,7 @@
 
 The 500-request case is the vLLM conformance case (tests/fixtures/vllm/random_fcfs_500).
 The lesson's Example 7 (the Admission page): its two 20,000-tick runs through the scheduler and
-through sim.admission.slotted_run, which counts the same queue tick by tick up to the last tick
+through sim.lessons.admission.slotted_run, which counts the same queue tick by tick up to the last tick
 the page shows (the scheduler runs on until the last request finishes); best of 3 each,
 alternated in one process: compare the ratio, not the seconds.
 The 100k workload: Poisson arrivals (2 per step), lognormal prompts (median 128, capped 2048)
@@ -47,7 +47,7 @@ def run(name: str, wl: Workload, repeat: int = 1) -> None:
 
 
 def littles_law_runs(repeat: int = 3) -> None:
-    from sim.admission import QueueSetup, slotted_run
+    from sim.lessons.admission import QueueSetup, slotted_run
     for limit in (0, 16):
         setup = QueueSetup(p=0.44, queue_limit=limit)
         wl = setup.workload()

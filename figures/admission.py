@@ -1,11 +1,11 @@
 """Figures for the Admission page: Little's law live on the lesson's slotted server.
 
-- littles_figure: for one or more runs on the same arrivals (sim.admission.curves), three
+- littles_figure: for one or more runs on the same arrivals (sim.lessons.admission.curves), three
   rows sharing the tick axis: requests in the system (rejections marked), the running
   estimates L and λW, and W, under a line of live values. The curves are drawn once; frames
   move a veil and a cursor and rewrite the live L, λ, W, λW and rejected counts (a text trace:
   small, and animated without a redraw).
-- lesson_table: the lesson's Example 7 rows (sim.lesson.littles_law) as a table for display.
+- lesson_table: the lesson's Example 7 rows (sim.lessons.lesson.littles_law) as a table for display.
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _line(x, y, name: str, colour: str, row: int, hover: str, group: str, dash: 
 def littles_figure(runs: dict[str, pd.DataFrame], rejections: dict[str, pd.DataFrame] | None = None,
                    limits: dict[str, int] | None = None, slots: int | None = None,
                    max_points: int = MAX_POINTS, max_frames: int = 200, frame_ms: int | None = None) -> go.Figure:
-    """Runs {label: sim.admission.curves} on the same arrivals, animated over ticks.
+    """Runs {label: sim.lessons.admission.curves} on the same arrivals, animated over ticks.
 
     Row 1 (y): a text trace with the live values (trace 0). Row 2 (y2): requests in the system,
     the cap limit + slots dashed for limited runs, rejections as markers on the curve. Row 3
@@ -168,7 +168,7 @@ def littles_figure(runs: dict[str, pd.DataFrame], rejections: dict[str, pd.DataF
 
 
 def lesson_table(rows: list[dict]) -> pd.DataFrame:
-    """sim.lesson.littles_law rows as the lesson prints them (limit None -> "none")."""
+    """sim.lessons.lesson.littles_law rows as the lesson prints them (limit None -> "none")."""
     df = pd.DataFrame(rows)
     df["limit"] = df["limit"].map(lambda v: "none" if v is None or (isinstance(v, float) and math.isnan(v))
                                   else str(int(v)))

@@ -5,7 +5,7 @@
   padding slot-steps faded and a marker where each request's result returns.
 - finish_figure: the step at which each request's result returns, both ways, with the means.
 
-Inputs: the two Traces and sim.sweeps.batching_figures of each.
+Inputs: the two Traces and sim.lessons.sweeps.batching_figures of each.
 """
 from __future__ import annotations
 

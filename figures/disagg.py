@@ -1,4 +1,4 @@
-"""Figures for the Disaggregation page: pure functions from sim.disagg's tables to Plotly figures.
+"""Figures for the Disaggregation page: pure functions from sim.lessons.disagg's tables to Plotly figures.
 
 - growth_figure: KV-cache size (left) and prefill vs transfer time per link (right) as the
   prompt grows, log-log, crossovers marked.
@@ -41,7 +41,7 @@ def _fmt_ms(v: float) -> str:
 def growth_figure(df: pd.DataFrame, labels: dict[str, str], cross: pd.DataFrame | None = None,
                   marks=()) -> go.Figure:
     """Left: KV size (MiB) vs prompt. Right: prefill time and each link's transfer time (ms) vs
-    prompt, log-log; a ◆ where a link's transfer equals the prefill (sim.disagg.crossover_prompt,
+    prompt, log-log; a ◆ where a link's transfer equals the prefill (sim.lessons.disagg.crossover_prompt,
     when finite and inside the range). `marks`: prompt lengths to draw dotted guides at.
     Traces: [KV size, prefill, one per link (name = label), crossover markers...]."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09,
@@ -125,7 +125,7 @@ def ratio_figure(df: pd.DataFrame, labels: dict[str, str], cross: pd.DataFrame |
 def breakeven_figure(curve: pd.DataFrame, breakeven_gb_s: float, links: dict[str, tuple[str, float, float]],
                      prompt: int) -> go.Figure:
     """Transfer / prefill (%) against link speed (GB/s, log) for one prompt length (from
-    sim.disagg.ratio_vs_bandwidth), the break-even speed as a dotted line (NaN: none) and each
+    sim.lessons.disagg.ratio_vs_bandwidth), the break-even speed as a dotted line (NaN: none) and each
     chosen link as a marker. links: key -> (label, GB/s, its transfer / prefill ratio).
     Traces: the curve, one marker per link."""
     g = curve[curve["prompt"] == prompt]

@@ -8,7 +8,8 @@
 - budget_figure: over token budgets, the long request's first token and the decoders' worst
   gap, with the lesson's budgets, the chosen budget and the sweet spot marked.
 
-Inputs: a Trace of sim.sweeps.interference_case's workload and its horizon; sim.sweeps.budget_sweep's dict.
+Inputs: a Trace of sim.lessons.sweeps.interference_case's workload and its horizon;
+sim.lessons.sweeps.budget_sweep's dict.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Figures and tables for the llama-server log page: pure functions of a Trace (read from a log by
-sim.llamalog, or simulated from its workload). No Streamlit.
+servers.llama_server, or simulated from its workload). No Streamlit.
 
 - batch_figure: every model call as a stacked bar of its entries, coloured by slot; prompt chunks
   hatched and lighter than decode tokens (recomputed tokens of a simulated vLLM run cross-hatched);
@@ -11,7 +11,7 @@ sim.llamalog, or simulated from its workload). No Streamlit.
   prompt chunk apart from decode-only ones: where the decoding tasks stuttered.
 - comparison_figure: one of those views for several runs (the log and its re-simulations), one
   row per run, on one model-call axis and one y scale.
-- task_table, call_tables: the tables next to them (the re-simulation's tables are in sim.logresim).
+- task_table, call_tables: the tables next to them (the re-simulation's tables are in servers.llama_server.resim).
 
 Size rules (figures/common.py): per-call bars up to MAX_BARS, then bins; lanes as SVG bars up to
 MAX_LANE_BARS runs, then WebGL line segments.

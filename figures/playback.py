@@ -97,7 +97,7 @@ def _preemptions(trace: Trace) -> pd.DataFrame:
 
 def rejected_per_step(trace: Trace) -> pd.DataFrame:
     """Arrivals turned away (queue full), per step, from the trace's reject events: step, count, and
-    who (the first few names). (sim.admission.rejections lists them one row per request.)"""
+    who (the first few names). (sim.lessons.admission.rejections lists them one row per request.)"""
     ev = trace.events
     rej = ev[ev["kind"].to_numpy() == "reject"]
     if rej.empty:

@@ -38,7 +38,7 @@ def _veil(t: float, x_end: float) -> list[dict]:
 
 def service_figure(runs: dict[str, pd.DataFrame], mean_waits: dict[str, float], jobs: list[str],
                    max_frames: int = 200, frame_ms: int | None = None) -> go.Figure:
-    """Runs {row label: sim.starvation.service_table} on one server, top to bottom.
+    """Runs {row label: sim.lessons.starvation.service_table} on one server, top to bottom.
 
     Row i (y = i) holds the server's lane: one bar per job while it runs, its name on it.
     Under the lane, a triangle marks each job's arrival, so the gap to its bar is its wait.

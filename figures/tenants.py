@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from sim.fairness import request_segments
+from sim.lessons.fairness import request_segments
 from sim.trace import Trace
 
 from .animate import assemble
@@ -159,7 +159,7 @@ def timelines_figure(runs: dict[str, Trace], focus: str | None = None, titles: d
 def gap_figure(series: dict[str, pd.Series], bound: float | None, step: int | None = None,
                titles: dict[str, str] | None = None) -> go.Figure:
     """Per run, the service gap between backlogged tenants reached so far in the current
-    backlogged interval (sim.fairness.service_gap's series), and VTC's bound as a dashed line.
+    backlogged interval (sim.lessons.fairness.service_gap's series), and VTC's bound as a dashed line.
     Trace order: one line per run, then the bound (name starts with "VTC bound")."""
     titles = titles or SHORT_TITLES
     fig = go.Figure()

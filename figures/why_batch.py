@@ -6,7 +6,7 @@
   what is left). Frames, one per batch size, move a marker on every curve and regrow the
   memory bar: only a dozen numbers per frame.
 
-Input: sim.sweeps.decode_sweep's table and decode_limits' dict.
+Input: sim.lessons.sweeps.decode_sweep's table and decode_limits' dict.
 """
 from __future__ import annotations
 

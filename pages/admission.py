@@ -1,8 +1,8 @@
 """Admission and Little's law: load against capacity, a queue limit, and L = λW as the run plays.
 
-A thin page over sim.admission (the lesson's slotted server: its Little's-law curves from
+A thin page over sim.lessons.admission (the lesson's slotted server: its Little's-law curves from
 slotted_run, which counts the scheduler's run tick by tick, and the scheduler's own Trace for the
-downloads), sim.lesson.littles_law (the lesson's Example 7 table) and figures.admission.
+downloads), sim.lessons.lesson.littles_law (the lesson's Example 7 table) and figures.admission.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import replace
 import streamlit as st
 
 from figures.admission import lesson_table, littles_figure
-from sim import lesson
-from sim.admission import QueueSetup, curves, final_stats, rejections, slotted_run
+from sim.lessons import lesson
+from sim.lessons.admission import QueueSetup, curves, final_stats, rejections, slotted_run
 from ui import primer
 from ui.exports import export_panel
 from ui.runs import MAX_STEPS, run_trace
@@ -145,8 +145,8 @@ st.plotly_chart(fig, key="adm_little", theme=None, config={"displaylogo": False}
 # Four more runs of 20,000 ticks: about 2 s of work a first visit should not wait for.
 with st.expander("The lesson's table: all four runs", key="adm_lesson_open", on_change="rerun",
                  icon=":material/table:") as lesson_box:
-    st.caption("sim.lesson.littles_law: the lesson's Java program's four runs (8 slots, 20 ticks of service, 20,000 "
-               "ticks, seed 11), each through the scheduler.")
+    st.caption("sim.lessons.lesson.littles_law: the lesson's Java program's four runs (8 slots, 20 ticks of service, "
+               "20,000 ticks, seed 11), each through the scheduler.")
     if lesson_box.open:
         rows = lesson_rows()
         table = lesson_table(rows)
@@ -166,9 +166,9 @@ st.markdown("Little's law also sizes a deployment: a target of 20 requests per s
 
 st.subheader("Downloads")
 st.caption("The files hold the vLLM scheduler's run of these arrivals (FCFS, one step per tick, to the last request's "
-           "finish), made when a button is clicked. The curves above are its counts: sim.admission.slotted_run gives "
-           "the same queue, tick for tick, without the scheduler's per-token work, so the page keeps up with the "
-           "sliders.")
+           "finish), made when a button is clicked. The curves above are its counts: "
+           "sim.lessons.admission.slotted_run gives the same queue, tick for tick, without the scheduler's per-token "
+           "work, so the page keeps up with the sliders.")
 pick = st.selectbox("Run", list(setups), key="adm_export_run")
 chosen, needed = setups[pick], results[pick][3]
 if needed > MAX_STEPS:

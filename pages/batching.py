@@ -1,6 +1,6 @@
 """Static vs continuous batching: the same requests both ways (lesson Examples 2 and 3).
 
-A thin page: the workload and the counts come from sim.sweeps (batching_workload,
+A thin page: the workload and the counts come from sim.lessons.sweeps (batching_workload,
 batching_config, batching_figures), the runs from ui.runs, the charts from figures.batching.
 """
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 from figures.batching import batching_figure, finish_figure
-from sim.lesson import LESSON_OUTPUT_LENS
-from sim.sweeps import batching_config, batching_figures, batching_workload, parse_int_list
+from sim.lessons.lesson import LESSON_OUTPUT_LENS
+from sim.lessons.sweeps import batching_config, batching_figures, batching_workload, parse_int_list
 from ui import primer
 from ui.exports import export_panel
 from ui.runs import run_trace

@@ -1,8 +1,8 @@
 """Prefill interference and chunked prefill: a long prompt joining steady decoders (lesson
 Examples 4 and 5).
 
-A thin page: the run is sim.sweeps.interference_case through ui.runs, its reading
-sim.lesson.long_prompt_summary, the budget curve sim.sweeps.budget_sweep, the charts
+A thin page: the run is sim.lessons.sweeps.interference_case through ui.runs, its reading
+sim.lessons.lesson.long_prompt_summary, the budget curve sim.lessons.sweeps.budget_sweep, the charts
 figures.interference.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import streamlit as st
 
 from figures.interference import budget_figure, timeline_figure
 from sim.cost import COST_PRESETS, cost_from_preset
-from sim.lesson import long_prompt_summary
-from sim.sweeps import LESSON_BUDGETS, budget_sweep, interference_case, min_budget, sweep_budgets, sweet_spot
+from sim.lessons.lesson import long_prompt_summary
+from sim.lessons.sweeps import LESSON_BUDGETS, budget_sweep, interference_case, min_budget, sweep_budgets, sweet_spot
 from ui import primer
 from ui.exports import export_panel
 from ui.runs import run_trace

@@ -1,6 +1,6 @@
 """Disaggregation: KV size, prefill time and KV transfer time as the prompt grows, and the crossover.
 
-A thin page: every number comes from sim.disagg (on sim.cost's presets), every chart from
+A thin page: every number comes from sim.lessons.disagg (on sim.cost's presets), every chart from
 figures.disagg; settings live in the URL (ui.state).
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import streamlit as st
 
 from figures.disagg import breakeven_figure, growth_figure, ratio_figure, ttft_figure
 from sim.cost import HARDWARE, MODELS
-from sim.disagg import (ALL_LINKS, LESSON_LINKS, LESSON_PROMPTS, Setup, breakeven_bandwidth, crossovers, custom_link,
-                        lesson_table, prompt_grid, ratio_vs_bandwidth, resolve_link, sweep)
+from sim.lessons.disagg import (ALL_LINKS, LESSON_LINKS, LESSON_PROMPTS, Setup, breakeven_bandwidth, crossovers,
+                                custom_link, lesson_table, prompt_grid, ratio_vs_bandwidth, resolve_link, sweep)
 from ui import primer
 from ui.state import PageSettings, Setting
 

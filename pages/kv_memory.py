@@ -1,7 +1,7 @@
 """KV memory and preemption: the block map step by step, who gets preempted, and what it costs.
 
 A thin page over sim.simulate (through ui.runs), sim.preemption (victims, blocks held, swap vs
-recompute), sim.lesson.preemption (the lesson's Example 8 figures) and figures.kv_memory /
+recompute), sim.lessons.lesson.preemption (the lesson's Example 8 figures) and figures.kv_memory /
 figures.playback.
 """
 from __future__ import annotations
@@ -10,8 +10,9 @@ import streamlit as st
 
 from figures.kv_memory import cost_figure, fits_frames, memory_figure, timeline_figure, victims_figure
 from figures.playback import kv_map_figure
-from sim import lesson, scenarios
+from sim import scenarios
 from sim.cost import COST_PRESETS, HARDWARE, LINKS, MODELS
+from sim.lessons import lesson
 from sim.policies import POLICIES
 from sim.preemption import (blocks_held, demoted, kv_tokens, preemption_table, step_kinds, swap_vs_recompute,
                             wasted_work)

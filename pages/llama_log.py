@@ -1,7 +1,7 @@
 """llama-server log: upload a real `llama-server -v` log and see every batch it ran; then
 re-simulate its workload as llama-server slots and as vLLM-style scheduling.
 
-A thin page: the log is read by sim.llamalog (cached, with a progress bar), the re-simulations
+A thin page: the log is read by servers.llama_server (cached, with a progress bar), the re-simulations
 run through ui.runs, every chart and table comes from figures.llamalog; settings live in the URL
 (ui.state). Nothing from the log is rendered as HTML: token text and log lines only reach the
 page through st.dataframe / st.code, and the few log-derived words in markdown are escaped.
@@ -18,8 +18,8 @@ import streamlit as st
 from figures.animate import from_spec
 from figures.llamalog import (CONFIG, batch_figure, call_tables, call_time_figure, comparison_figure, slot_lanes_figure,
                               task_table, uses_wall_time)
-from sim.llamalog import llama_config, read_llama_log, server_runs_table, workload_from_trace
-from sim.logresim import call_cost, has_call_times, resim_table, resimulate, ttft_table
+from servers.llama_server import llama_config, read_llama_log, server_runs_table, workload_from_trace
+from servers.llama_server.resim import call_cost, has_call_times, resim_table, resimulate, ttft_table
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
 from sim.trace import Trace
 from sim.workload import Workload

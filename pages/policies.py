@@ -1,16 +1,16 @@
 """Policies and starvation: who goes first on one server, and what waits forever.
 
-A thin page over sim.starvation (jobs on a one-at-a-time server, the lesson's Example 6),
-sim.lesson (the lesson's printed figures) and figures.policies.
+A thin page over sim.lessons.starvation (jobs on a one-at-a-time server, the lesson's Example 6),
+sim.lessons.lesson (the lesson's printed figures) and figures.policies.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from figures.policies import service_figure, waiting_age_figure
-from sim import lesson
-from sim.starvation import (LESSON_JOBS, LONG, STREAM_BOUNDS, STREAM_DEFAULTS, format_jobs, mean_wait, parse_jobs,
-                            run_config, service_table, start_of, stream_jobs, workload)
+from sim.lessons import lesson
+from sim.lessons.starvation import (LESSON_JOBS, LONG, STREAM_BOUNDS, STREAM_DEFAULTS, format_jobs, mean_wait,
+                                    parse_jobs, run_config, service_table, start_of, stream_jobs, workload)
 from ui import primer
 from ui.exports import export_panel
 from ui.labels import fmt

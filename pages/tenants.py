@@ -1,8 +1,8 @@
 """Tenants and fairness: FCFS, round-robin by tenant, a per-tenant cap and VTC on the same arrivals.
 
-A thin page: workloads from sim.scenarios / sim.fairness.flood_workload, runs from ui.runs, the
-fairness numbers (timelines, backlog, service gap, VTC's bound, Jain's index) from sim.fairness,
-charts from figures.tenants.
+A thin page: workloads from sim.scenarios (flood_workload included), runs from ui.runs, the
+fairness numbers (timelines, backlog, service gap, VTC's bound, Jain's index) from
+sim.lessons.fairness, charts from figures.tenants.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import streamlit as st
 
 from figures.tenants import counters_figure, gap_figure, timelines_figure
 from sim import scenarios
-from sim.fairness import (POLICY_ORDER, POLICY_TITLES, compare_summary, first_divergence, flood_workload,
-                          policy_configs, service_gap, state_at, tenant_finishes, vtc_bound)
+from sim.lessons.fairness import (POLICY_ORDER, POLICY_TITLES, compare_summary, first_divergence, flood_workload,
+                                  policy_configs, service_gap, state_at, tenant_finishes, vtc_bound)
 from sim.workload import Workload
 from ui import primer
 from ui.exports import export_panel

@@ -1,6 +1,6 @@
 """Why batch: a decode step on the roofline as the batch grows (lesson Example 1).
 
-A thin page: the numbers come from sim.sweeps (decode_sweep, decode_limits, decode_table), the
+A thin page: the numbers come from sim.lessons.sweeps (decode_sweep, decode_limits, decode_table), the
 chart from figures.why_batch.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import streamlit as st
 
 from figures.why_batch import decode_figure
 from sim.cost import HARDWARE, MODELS
-from sim.sweeps import decode_limits, decode_sweep, decode_table
+from sim.lessons.sweeps import decode_limits, decode_sweep, decode_table
 from ui.state import PageSettings, Setting
 
 ss = st.session_state

@@ -1,8 +1,8 @@
 """Scheduler Lab's simulation core: workloads, the KV block pool, the scheduler, cost
-models, metrics, and the one Trace type. numpy/pandas only; no Streamlit, no torch."""
+models, metrics, and the one Trace type. numpy/pandas only; no Streamlit, no torch.
+The lesson's one-idea models, built on this core, are in sim.lessons."""
 from .scheduler import SchedulerConfig, VllmScheduler
 from .simulate import simulate
-from . import static  # noqa: F401  (registers the "static" scheduler)
 from .trace import Trace
 from .workload import Request, Workload
 

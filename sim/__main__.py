@@ -52,7 +52,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_lesson(args) -> int:
-    from .lesson import figures
+    from .lessons.lesson import figures  # the lessons are above the core; only this command needs them
     out = figures()
     print(json.dumps(out, indent=None if args.json else 1))
     return 0
@@ -61,8 +61,8 @@ def cmd_lesson(args) -> int:
 def _llamalog_resim(trace, as_json: bool) -> int:
     import math
 
-    from .llamalog import workload_from_trace
-    from .logresim import call_cost, resim_table, resimulate
+    from servers.llama_server import workload_from_trace   # a source: only the CLI may import one, lazily
+    from servers.llama_server.resim import call_cost, resim_table, resimulate
     try:
         base = workload_from_trace(trace).config
     except ValueError as e:
@@ -98,7 +98,7 @@ def _llamalog_resim(trace, as_json: bool) -> int:
 
 
 def cmd_llamalog(args) -> int:
-    from .llamalog import read_llama_log, summary
+    from servers.llama_server import read_llama_log, summary
     progress = None
     if args.progress:
         def progress(done, total):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from .policies import FCFS
 from .scheduler import FINISHED, RUNNING, Entry, SchedulerConfig, Seq, StepPlan
 from .kvpool import BlockPool
-from .simulate import register_scheduler
+from .registry import register_scheduler
 from .workload import Request, output_token
 
 

@@ -10,6 +10,7 @@ Adding one: write a function returning a Workload and decorate it with ``@scenar
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Callable
@@ -178,6 +179,27 @@ def poisson_stream() -> Workload:
           "as soon as a slot frees, and VTC, which counts tokens rather than requests, serves it sooner "
           "still; a per-tenant cap keeps a slot free for it at the cost of throughput.")
 def tenant_flood() -> Workload:
-    from .fairness import flood_workload  # the page's generator, with its defaults
+    return flood_workload()  # the Tenants page's generator, with its defaults
 
-    return flood_workload()
+
+def flood_workload(flood_requests: int = 60, flood_prompt: int = 96, flood_output: int = 48,
+                   light_requests: int = 12, light_every: int = 6, light_prompt: int = 24,
+                   light_output: int = 12, slots: int = 8, seed: int = 0) -> Workload:
+    """A flooding tenant against a light one. Tenant "flood" sends ``flood_requests`` long
+    requests at step 0; tenant "light" sends a short one every ``light_every`` steps from step 2.
+    Lengths vary by +-25% (seeded). ``slots`` running requests at a time, a 512-token budget and
+    a KV cache that holds every request at once (so only the scheduler's order matters)."""
+    rng = random.Random(seed)
+
+    def jitter(n: int) -> int:
+        return max(1, int(round(n * rng.uniform(0.75, 1.25))))
+
+    reqs = [Request(f"F{i:02d}", jitter(flood_prompt), jitter(flood_output), arrival_step=0, tenant="flood")
+            for i in range(flood_requests)]
+    reqs += [Request(f"L{i:02d}", jitter(light_prompt), jitter(light_output), arrival_step=2 + i * light_every,
+                     tenant="light") for i in range(light_requests)]
+    reqs.sort(key=lambda q: q.arrival_step)
+    tokens = sum(q.prompt_len + q.max_tokens for q in reqs)
+    blocks = 1 + math.ceil(tokens / 16) + len(reqs)
+    return Workload(config={"num_gpu_blocks": int(blocks), "block_size": 16, "max_num_batched_tokens": 512,
+                            "max_num_seqs": int(slots), "policy": "vtc"}, requests=reqs)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 
 from .kvpool import BlockPool, SwapSpace
 from .policies import POLICIES, WaitingQueue, make_policy
+from .registry import register_scheduler
 from .workload import Request, output_token
 
 WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
@@ -165,6 +166,7 @@ class _Ctx:
         self.running_by_tenant = running_by_tenant
 
 
+@register_scheduler("vllm")
 class VllmScheduler:
     """vLLM v1's schedule() / update_from_output() over a BlockPool."""
 

@@ -15,28 +15,20 @@ from typing import Callable, TextIO
 
 import numpy as np
 
+from . import static, llamaslots  # noqa: F401  (each registers itself, in the order pages list them)
 from .cost import UnitsCost
-from .scheduler import SchedulerConfig, StepPlan, VllmScheduler
+from .registry import SCHEDULERS
+from .scheduler import SchedulerConfig, StepPlan
 from .trace import Trace, kv_table, table_from_columns
 from .workload import Workload
 
 BATCH_COLUMNS = ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")
 SWAP_LINK_BYTES_PER_S = 31.5e9  # PCIe 4.0 x16, the lesson's swap link (Example 8)
 
-SCHEDULERS: dict[str, Callable] = {"vllm": VllmScheduler}
-
 
 def scheduler_names() -> list[str]:
-    """Every registered scheduler ("vllm", "static", "llama_slots"), registering modules imported."""
-    from . import llamaslots, static  # noqa: F401  (each registers itself)
+    """Every registered scheduler: "vllm", "static", "llama_slots"."""
     return list(SCHEDULERS)
-
-
-def register_scheduler(name: str):
-    def deco(cls):
-        SCHEDULERS[name] = cls
-        return cls
-    return deco
 
 
 def max_model_len_for(workload: Workload, cfg: SchedulerConfig) -> int:
@@ -202,7 +194,6 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     """Run `workload` (its own config, overridden by `config`) and return the Trace (with
     `columns`, only its steps, batch and requests columns: RunColumns)."""
     cfg, mode = resolve_config(workload, config)
-    from . import llamaslots  # noqa: F401  (registers "llama_slots"; imported here to avoid a cycle)
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
     check_fits(workload, cfg, mml)

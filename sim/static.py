@@ -27,7 +27,7 @@ schedule, update, pool, running, waiting.
 from __future__ import annotations
 
 from .scheduler import RUNNING, Entry, Seq, StepPlan, VllmScheduler, _Ctx
-from .simulate import register_scheduler
+from .registry import register_scheduler
 from .workload import output_token
 
 PADDING = "padding"

@@ -4,8 +4,8 @@ A workload is a config dict plus a list of requests. Token ids are derived
 exactly as the oracle harness (shared/vllm/vllm_trace.py) derives them, so
 prefix-cache hits in the simulator land where they landed in real vLLM.
 
-Pages read a user's file with ``parse_workload(data, name)``: it returns a checked Workload
-(config included) or raises ValueError with a message fit to show as is.
+A user's uploaded file is read by sim.inputs.parse_workload, which also checks its config
+against the scheduler (a module above this one).
 """
 from __future__ import annotations
 
@@ -211,31 +211,6 @@ def read_json(data: bytes):
         raise ValueError("the file is not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"the file is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-
-
-def parse_workload(data: bytes, name: str = "") -> Workload:
-    """An uploaded workload file (the oracle's JSON), checked; ValueError with a plain message
-    if it is not one: not UTF-8, not JSON, a request missing a field, no requests, or a config
-    the scheduler would refuse (unknown scheduler, policy or key; a knob out of range)."""
-    from .scheduler import SchedulerConfig
-    from .simulate import scheduler_names
-
-    doc = read_json(data)
-    try:
-        wl = Workload.from_json(doc, name=name)
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"a request is missing a field or has a wrong type: {e}") from None
-    if not wl.requests:
-        raise ValueError("the workload has no requests")
-    cfg = dict(wl.config)
-    scheduler = cfg.pop("scheduler", "vllm")
-    if scheduler not in scheduler_names():
-        raise ValueError(f"unknown scheduler {scheduler!r} in config; known: {', '.join(scheduler_names())}")
-    try:
-        SchedulerConfig.from_dict(cfg).validate()
-    except TypeError as e:
-        raise ValueError(f"bad config: {e}") from None
-    return wl
 
 
 def effective_config(config: dict | None) -> dict:

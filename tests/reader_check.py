@@ -1,15 +1,16 @@
 """read_llama_log for the reader's tests: every input the tests re-read is parsed by both
-tokenizers (the C one, sim/llamascan.c, and the regexes it must agree with), and the two Traces
-must be byte-identical. Bytes are also read as a binary stream: the reader's thread then reads
-and tokenizes ahead (sim.llamalog._prefetched_blocks), and that Trace must be byte-identical too.
-Test modules import `read_llama_log` from here instead of sim.llamalog."""
+tokenizers (the C one, servers/llama_server/llamascan.c, and the regexes it must agree with), and
+the two Traces must be byte-identical. Bytes are also read as a binary stream: the reader's thread
+then reads and tokenizes ahead (servers.llama_server.blocks.prefetched_blocks), and that Trace must
+be byte-identical too. Test modules import `read_llama_log` from here instead of
+servers.llama_server."""
 from __future__ import annotations
 
 import io
 import os
 
-from sim import native
-from sim.llamalog import read_llama_log as _read
+from servers.llama_server import native
+from servers.llama_server import read_llama_log as _read
 
 REREADABLE = (str, os.PathLike, bytes, bytearray, memoryview, list, tuple)
 

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from plotly_util import chart_specs
-from sim.llamalog import read_llama_log, summary
+from servers.llama_server import read_llama_log, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -47,7 +47,7 @@ def upload(at, name: str, data: bytes, mime: str = "text/plain") -> AppTest:
 
 
 def assert_matches_reader(at, trace) -> None:
-    """Batch count, task table and charts equal what sim.llamalog reads from the same bytes."""
+    """Batch count, task table and charts equal what servers.llama_server reads from the same bytes."""
     sm = summary(trace)
     assert metric(at, "Model calls") == f"{sm['batches']:,}"
     assert metric(at, "Tasks") == str(len(sm["tasks"]))

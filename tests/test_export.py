@@ -76,7 +76,7 @@ def test_flows_bind_to_their_own_slice():
 
 
 def test_rejections_are_instant_events():
-    from sim.admission import QueueSetup
+    from sim.lessons.admission import QueueSetup
     setup = QueueSetup(p=0.44, queue_limit=4, ticks=2000)
     tr = simulate(setup.workload(), setup.config())
     rejected = int((tr.events["kind"] == "reject").sum())
@@ -87,7 +87,7 @@ def test_rejections_are_instant_events():
 
 
 def test_llama_log_export_marks_what_the_server_did():
-    from sim.llamalog import read_llama_log
+    from servers.llama_server import read_llama_log
     tr = read_llama_log(LOGS / "34af94cd9" / "s4_small_ctx_context_shift_on.log")
     doc = strict_json(chrome_trace_bytes(tr))
     assert doc["otherData"]["clock"] == "trace time"
@@ -103,7 +103,7 @@ def test_llama_log_export_marks_what_the_server_did():
 def test_export_of_a_log_with_and_without_timestamps_is_strict_json():
     """Two server runs in one file, the second without timestamps: the steps of that run have
     no times, so the document is drawn on the step index (before: NaN timestamps)."""
-    from sim.llamalog import read_llama_log
+    from servers.llama_server import read_llama_log
     timed = (LOGS / "34af94cd9" / "s1_two_slots_chunked_prompt.log").read_bytes()
     untimed = (LOGS / "34af94cd9" / "s6_stream_cancel_seed601.log").read_bytes()
     path = Path(__import__("tempfile").mkdtemp()) / "two_runs.log"

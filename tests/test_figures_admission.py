@@ -8,7 +8,7 @@ import plotly.io as pio
 
 from figures.admission import lesson_table, littles_figure, live_text
 from plotly_util import decode
-from sim.admission import QueueSetup, curves, rejections
+from sim.lessons.admission import QueueSetup, curves, rejections
 from sim.simulate import simulate
 
 

@@ -11,8 +11,8 @@ from figures.batching import batching_figure, finish_figure
 from figures.interference import budget_figure, timeline_figure
 from figures.why_batch import decode_figure
 from plotly_util import decode
-from sim import lesson, sweeps
 from sim.cost import UnitsCost
+from sim.lessons import lesson, sweeps
 from sim.simulate import simulate
 
 

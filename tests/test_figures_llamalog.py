@@ -11,8 +11,8 @@ import pytest
 
 import figures.llamalog as fl
 from plotly_util import decode
-from sim import logresim
-from sim.llamalog import read_llama_log, summary, workload_from_trace
+from servers.llama_server import resim as logresim
+from servers.llama_server import read_llama_log, summary, workload_from_trace
 from sim.simulate import simulate
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "llama-logs"

@@ -9,8 +9,8 @@ import plotly.io as pio
 
 from figures.policies import age_grid, service_figure, waiting_age_figure
 from plotly_util import decode
+from sim.lessons.starvation import LESSON_JOBS, LONG, mean_wait, run_config, service_table, stream_jobs, workload
 from sim.simulate import simulate
-from sim.starvation import LESSON_JOBS, LONG, mean_wait, run_config, service_table, stream_jobs, workload
 
 
 def _tables():

@@ -11,8 +11,8 @@ from figures import disagg as fd
 from figures import tenants as ft
 from plotly_util import decode
 from sim import scenarios
-from sim.disagg import ALL_LINKS, Setup, breakeven_bandwidth, crossovers, prompt_grid, ratio_vs_bandwidth, sweep
-from sim.fairness import flood_workload, policy_configs, service_gap, vtc_bound
+from sim.lessons.disagg import ALL_LINKS, Setup, breakeven_bandwidth, crossovers, prompt_grid, ratio_vs_bandwidth, sweep
+from sim.lessons.fairness import flood_workload, policy_configs, service_gap, vtc_bound
 from sim.simulate import simulate
 
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim import lesson, scenarios
+from sim import scenarios
 from sim.cost import cost_from_preset
-from sim.lesson import printed
+from sim.lessons import lesson
+from sim.lessons.lesson import printed
 from sim.preemption import (blocks_held, demoted, kv_tokens, preemption_table, step_kinds, swap_vs_recompute,
                             wasted_work)
 from sim.simulate import simulate

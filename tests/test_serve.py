@@ -18,7 +18,7 @@ def run_fresh(code: str) -> subprocess.CompletedProcess:
 
 
 def test_warm_imports_sim_and_figures_but_not_torch():
-    out = run_fresh("names = serve.warm(); print(len(names), 'torch' in sys.modules, 'sim.llamalog' in sys.modules, "
+    out = run_fresh("names = serve.warm(); print(len(names), 'torch' in sys.modules, 'servers.llama_server' in sys.modules, "
                     "'figures.playback' in sys.modules, 'pandas' in sys.modules)")
     n, torch, llamalog, playback, pandas = out.stdout.split()
     assert int(n) >= 30 and torch == "False" and llamalog == playback == pandas == "True"

@@ -7,8 +7,8 @@ import pytest
 
 from sim import scenarios
 from sim.cost import COST_PRESETS, RooflineCost, UnitsCost, cost_from_preset
+from sim.inputs import parse_workload
 from sim.scheduler import CONFIG_BOUNDS, SchedulerConfig
-from sim.workload import parse_workload
 
 ONE = {"id": "x", "prompt_len": 4, "max_tokens": 2}
 

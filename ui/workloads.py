@@ -25,7 +25,8 @@ from typing import Callable
 import streamlit as st
 
 from sim import scenarios
-from sim.workload import Workload, parse_workload
+from sim.inputs import parse_workload
+from sim.workload import Workload
 
 from . import primer
 from .state import Setting

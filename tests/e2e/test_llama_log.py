@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from sim.llamalog import read_llama_log
+from servers.llama_server import read_llama_log
 
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "llama-logs" / "c392e5094" / "s6_stream_cancel_seed603.log"
 BATCHES = ".st-key-ll_batches .js-plotly-plot"

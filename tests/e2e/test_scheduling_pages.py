@@ -79,7 +79,7 @@ def test_admission_downloads_the_schedulers_run(page, app_url):
         page.locator(".st-key-adm_dl_trace button:visible").first.click()
     dl = info.value
     assert dl.suggested_filename == "littles_law_no_limit.trace.gz"
-    from sim.admission import window_stats
+    from sim.lessons.admission import window_stats
     from sim.trace import Trace
     trace = Trace.from_bytes(open(dl.path(), "rb").read())
     assert trace.source == "simulator" and len(trace.batch) > 0

@@ -1,0 +1,358 @@
+/* The llama-server log tokenizer: finds the reader's records in a block of log bytes.
+ *
+ * The reader is the Python package around this file. Its reference tokenizer is three regular
+ * expressions (lines.py), one per line family ("slot ", "srv  ", "que  "); this file finds the
+ * same records without a regex engine and parses the fields of the frequent ones (one or more per
+ * model call), so that Python only runs the reader's state machine. Every other candidate is handed back as SLOW: Python runs the
+ * family's regex at that position, so the rare lines keep one definition.
+ *
+ * Contract with the reader (the reader's tests parse every input with both tokenizers and
+ * compare the Traces, fuzzed and mutated logs included; tests/servers/llama_server/test_llamascan.py):
+ * - a candidate is an occurrence of a family literal; when `guarded`, only where the regex's
+ *   lookbehind allows it (after a line end, a level letter, the chat parser's sentence or an ANSI
+ *   reset);
+ * - a hot kind is claimed only when its regex alternative matches in full, and no earlier
+ *   alternative of the family could; anything in doubt is SLOW;
+ * - a message the reader knows and ignores is claimed as IGN: it counts as a record, no more;
+ * - the scan resumes after a claimed record's end, as re.finditer does; after a SLOW candidate it
+ *   resumes after the literal, and Python drops candidates inside the span the regex matched;
+ * - ts is the `M.SS.mmm.uuu L ` prefix in ms, computed with the same double operations as
+ *   the reader's _ts (scan.py) in its common case, or -1 where that needs Python (colours, odd digits, none).
+ *
+ * Build: cc -O2 -shared -fPIC -ffp-contract=off (native.py does it once and caches the .so).
+ */
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+enum {
+    K_TOK = 1, K_DEC, K_POST, K_EFF, K_YDONE, K_DBATCH, K_RUNS,
+    K_IGN_SLOT, K_IGN_SRV,                /* records the reader ignores: counted only */
+    K_SLOW_SLOT, K_SLOW_SRV, K_SLOW_QUE   /* Python's regex decides */
+};
+
+#define LIT(s) (s), (sizeof(s) - 1)
+
+static int has(const uint8_t *d, int64_t lim, int64_t p, const char *s, int64_t len) {
+    return p + len <= lim && memcmp(d + p, s, (size_t)len) == 0;
+}
+
+static int digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+/* \d{1,maxd}: greedy; returns the position after the digits, or -1 */
+static int64_t digits(const uint8_t *d, int64_t lim, int64_t p, int maxd, int64_t *val) {
+    int64_t v = 0, q = p;
+    while (q < lim && q - p < maxd && digit(d[q])) v = v * 10 + (d[q++] - '0');
+    if (q == p) return -1;
+    *val = v;
+    return q;
+}
+
+/* -?\d{1,15} */
+static int64_t sdigits(const uint8_t *d, int64_t lim, int64_t p, int64_t *val) {
+    int neg = p < lim && d[p] == '-';
+    int64_t q = digits(d, lim, p + neg, 15, val);
+    if (q < 0) return -1;
+    if (neg) *val = -*val;
+    return q;
+}
+
+/* \d{1,15} followed by a literal: more digits than 15 fail, as the regex's backtracking does */
+static int64_t digits_then(const uint8_t *d, int64_t lim, int64_t p, int64_t *val, const char *s, int64_t len) {
+    int64_t q = digits(d, lim, p, 15, val);
+    if (q < 0 || !has(d, lim, q, s, len)) return -1;
+    return q + len;
+}
+
+static int64_t spaces1(const uint8_t *d, int64_t lim, int64_t p) {   /* " +" */
+    int64_t q = p;
+    while (q < lim && d[q] == ' ') q++;
+    return q > p ? q : -1;
+}
+
+static int level(uint8_t c) { return c == 'D' || c == 'I' || c == 'W' || c == 'E' || c == 'T'; }
+
+static int guard_ok(const uint8_t *d, int64_t p) {
+    if (p >= 1 && d[p - 1] == '\n') return 1;
+    if (p >= 3 && d[p - 1] == ' ' && level(d[p - 2])
+        && (d[p - 3] == '\n' || d[p - 3] == ' ' || d[p - 3] == 'm' || d[p - 3] == '.')) return 1;
+    if (p >= 7 && memcmp(d + p - 7, "parser.", 7) == 0) return 1;
+    if (p >= 4 && memcmp(d + p - 4, "\x1b[0m", 4) == 0) return 1;
+    return 0;
+}
+
+/* LlamaLogReader._ts's common case: `M.SS.mmm.uuu L ` right before s, one digit of minutes */
+static double stamp(const uint8_t *d, int64_t s) {
+    if (s < 15 || d[s - 1] != ' ' || d[s - 3] == 'm') return -1.0;
+    const uint8_t *g = d + s - 15;
+    if (g[1] != '.' || g[4] != '.' || g[8] != '.' || !digit(g[0]) || (s > 15 && digit(d[s - 16]))) return -1.0;
+    static const int at[] = {2, 3, 5, 6, 7, 9, 10, 11};
+    for (int i = 0; i < 8; i++)
+        if (!digit(g[at[i]])) return -1.0;   /* float() would take " 5", "+5", "1_0": Python decides */
+    double sec = (double)((g[2] - '0') * 10 + (g[3] - '0'));
+    double ms = (double)((g[5] - '0') * 100 + (g[6] - '0') * 10 + (g[7] - '0'));
+    double us = (double)((g[9] - '0') * 100 + (g[10] - '0') * 10 + (g[11] - '0'));
+    return (double)(g[0] - '0') * 60000.0 + sec * 1000.0 + ms + us * 0.001;
+}
+
+static int starts_any(const uint8_t *d, int64_t lim, int64_t p, const char *const *list) {
+    for (; *list; list++)
+        if (has(d, lim, p, *list, (int64_t)strlen(*list))) return 1;
+    return 0;
+}
+
+/* the first literal of every slot alternative but the catch-all; "eval time" after spaces too.
+   The "prompt ..." ones in full: -v logs print a "prompt token" line per prompt token (ignored). */
+static const char *const SLOT_ALTS[] = {
+    "slot decode token", "n_gen", "n_decoded", "cached n_tokens", "n_tokens", "n_past", "kv cache rm",
+    "prompt processing progress", "prompt processing done", "prompt done", "prompt eval time",
+    "init sampler", "new ", "stop", "processing task", "launching slot", "generate_draft",
+    "slot context shift", "input truncated", "need to evaluate", "\r", "\n", 0};
+/* lines.IGNORED_SLOT and IGNORED_SRV */
+static const char *const IGNORED_SLOT[] = {
+    "selected slot", "- ", "sampler chain", "sampler params", "saving idle slot", "__TEST_TAG",
+    "clearing prompt", "main/do_checkpoint", "graphs reused", "total time", "n_gen =", "n_decoded =",
+    "prompt token", "created context checkpoint", "erased invalidated", "restored context checkpoint",
+    "prompt processing, n_tokens", "max possible draft", "reusing chunk", "n_past was set to",
+    "draft acceptance", "new slot", "cache state", "\r", "\n", "restored", "saved", "checkpoint",
+    "trying to reuse", "after context reuse", 0};
+static const char *const IGNORED_SRV[] = {
+    "all slots are idle", "run slots completed", "posting", "decoding batch", "no tokens to decode", 0};
+static const char *const UPDATE_SLOTS_ERRS[] = {
+    "failed to ", "Context size has been exceeded", "Invalid input batch", "Compute error", "decode()", 0};
+
+typedef struct {
+    int32_t kind;
+    int64_t end;            /* where the scan resumes */
+    int64_t a, b, c, e;
+} rec_t;
+
+/* the slot family at p ("slot " matched): 0 = not a record */
+static int slot_rec(const uint8_t *d, int64_t n, int64_t lim, int64_t p, rec_t *r) {
+    int64_t q = p + 5, sid, tid, v, w;
+    if (q + 12 > lim || memchr(d + q, '\n', 12)) return 0;
+    q += 12;
+    if (!has(d, lim, q, LIT(": id"))) return 0;
+    if ((q = spaces1(d, lim, q + 4)) < 0) return 0;
+    if ((q = digits_then(d, lim, q, &sid, LIT(" | task "))) < 0) return 0;
+    if ((q = sdigits(d, lim, q, &tid)) < 0 || !has(d, lim, q, LIT(" | "))) return 0;
+    int64_t m = q + 3;   /* the message */
+    r->a = sid;
+    r->b = tid;
+    r->kind = K_SLOW_SLOT;
+    r->end = p + 5;
+    if (has(d, lim, m, LIT("slot decode token, "))) {
+        int64_t x = m + 19, flags = 0;
+        if (has(d, lim, x, LIT("id="))) {
+            x += 3;
+            if (x < lim && d[x] == '-') x++;
+            int64_t y = x;
+            while (y < lim && digit(d[y])) y++;
+            if (y == x || !has(d, lim, y, LIT(", "))) return 1;
+            x = y + 2;
+            flags |= 2;
+        }
+        if (!has(d, lim, x, LIT("n_ctx = "))) return 1;
+        int64_t y = x + 8;
+        while (y < lim && digit(d[y])) y++;
+        if (y == x + 8 || !has(d, lim, y, LIT(", n_"))) return 1;
+        y += 4;
+        if (has(d, lim, y, LIT("past = "))) { flags |= 1; y += 7; }
+        else if (has(d, lim, y, LIT("tokens = "))) y += 9;
+        else return 1;
+        if ((y = digits(d, lim, y, 15, &v)) < 0) return 1;
+        r->kind = K_DEC; r->c = v; r->e = flags; r->end = y;
+        return 1;
+    }
+    if (has(d, lim, m, LIT("n_gen =")) || has(d, lim, m, LIT("n_decoded ="))) {
+        int64_t x = m + (d[m + 2] == 'g' ? 7 : 11);
+        if ((x = spaces1(d, lim, x)) < 0) return 1;
+        if ((x = digits_then(d, lim, x, &v, LIT(", n_remaining ="))) < 0) return 1;
+        if ((x = spaces1(d, lim, x)) < 0) return 1;
+        if ((x = sdigits(d, lim, x, &w)) < 0 || !has(d, lim, x, LIT(", next token"))) return 1;
+        r->kind = K_TOK; r->c = v; r->e = w; r->end = x + 12;
+        return 1;
+    }
+    if (starts_any(d, lim, m, SLOT_ALTS)) return 1;
+    int64_t x = m;
+    while (x < lim && d[x] == ' ') x++;
+    if (has(d, lim, x, LIT("eval time"))) return 1;
+    /* the catch-all alternative: the reader ignores it when the message (40 bytes of the block,
+       spaces stripped) is empty or starts with a known prefix */
+    int64_t wend = m + 40 < n ? m + 40 : n;
+    x = m;
+    while (x < wend && d[x] == ' ') x++;
+    if (x == wend || starts_any(d, wend, x, IGNORED_SLOT)) {
+        r->kind = K_IGN_SLOT;
+        r->end = m;
+    }
+    return 1;
+}
+
+static int srv_rec(const uint8_t *d, int64_t n, int64_t lim, int64_t p, rec_t *r) {
+    int64_t q = p + 5, v, w;
+    r->kind = K_SLOW_SRV;
+    r->end = p + 5;
+    if (has(d, lim, q, LIT("update_slots: "))) {
+        int64_t m = q + 14;
+        if (has(d, lim, m, LIT("posting NEXT_RESPONSE"))) {
+            r->kind = K_POST; r->end = m + 21;
+        } else if (has(d, lim, m, LIT("decoding batch, n_tokens = "))) {
+            int64_t x = digits(d, lim, m + 27, 15, &v);
+            if (x >= 0) { r->kind = K_DBATCH; r->c = v; r->end = x; }
+        } else if (has(d, lim, m, LIT("run slots completed"))) {
+            r->kind = K_RUNS; r->end = m + 19;
+        } else if (!starts_any(d, lim, m, UPDATE_SLOTS_ERRS)) {
+            int64_t wend = m + 40 < n ? m + 40 : n;
+            if (starts_any(d, wend, m, IGNORED_SRV)) { r->kind = K_IGN_SRV; r->end = m; }
+        }
+        return 1;
+    }
+    if (has(d, lim, q, LIT("      decode: "))) {
+        int64_t m = q + 14, x;
+        if (has(d, lim, m, LIT("n_batch (effective) = "))
+            && (x = digits_then(d, lim, m + 22, &v, LIT(", off = "))) >= 0
+            && (x = digits(d, lim, x, 15, &w)) >= 0) {
+            r->kind = K_EFF; r->c = w; r->e = v; r->end = x;
+        } else if (has(d, lim, m, LIT("no tokens to decode"))) {
+            r->kind = K_IGN_SRV; r->end = m;
+        }
+        return 1;
+    }
+    if (has(d, lim, q, LIT("process_sing: ")))
+        return has(d, lim, q + 14, LIT("no slot is available, defer task, id_task = "));
+    if (has(d, lim, q, LIT("        stop: ")) || has(d, lim, q, LIT("cancel_tasks: ")))
+        return has(d, lim, q + 14, LIT("cancel task, id_task = "));
+    return has(d, lim, q, LIT("  send_error: ")) || has(d, lim, q, LIT("  load_model: "))
+        || has(d, lim, q, LIT("        init: "));
+}
+
+static int que_rec(const uint8_t *d, int64_t lim, int64_t p, rec_t *r) {
+    int64_t q = p + 5, v;
+    if (has(d, lim, q, LIT("yield_to_que: done yielding"))) {
+        r->kind = K_YDONE; r->end = q + 27;
+        return 1;
+    }
+    r->kind = K_SLOW_QUE;
+    r->end = p + 5;
+    if (has(d, lim, q, LIT("pop_deferred: pop deferred task, id_task = "))) return 1;
+    if (!has(d, lim, q, LIT("        post: new task, id = "))) return 0;
+    int64_t x = digits_then(d, lim, q + (int64_t)sizeof("        post: new task, id = ") - 1, &v, LIT("/"));
+    if (x < 0 || x >= lim || !digit(d[x])) return 0;
+    while (x < lim && digit(d[x])) x++;
+    return has(d, lim, x, LIT(", front = 0"));
+}
+
+/* One record as Python reads it (struct format "=6qd": native order, no padding): kind, start,
+ * the fields a, b, c, e, and ts. */
+typedef struct { int64_t kind, pos, a, b, c, e; double ts; } out_t;
+
+/* Scans d[0:end] (n = len(d); the ignore windows may look past end, as the reader's slices do).
+ * Writes up to cap records; returns their number, or -1 when cap is too small.
+ * stats[0]: candidates of `srv  load_model:` (the reader then looks for start-up lines). */
+int64_t llamascan(const uint8_t *d, int64_t n, int64_t end, int32_t guarded, int64_t cap,
+                  out_t *out, int64_t *stats) {
+    int64_t from[3] = {0, 0, 0}, k = 0;
+    stats[0] = 0;
+    /* Every family literal starts with 's' or 'q' and has a space at [4]: test 16 positions at a
+       time for that (SSE2), then compare the whole literal where it holds. */
+    for (int64_t i = 0; i + 5 <= end;) {
+        uint32_t mask;
+        int64_t base = i;
+#ifdef __SSE2__
+        if (i + 20 <= end) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(d + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(d + i + 4));
+            __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8('s')), _mm_cmpeq_epi8(a, _mm_set1_epi8('q')));
+            mask = (uint32_t)_mm_movemask_epi8(_mm_and_si128(hit, _mm_cmpeq_epi8(b, _mm_set1_epi8(' '))));
+            i += 16;
+        } else
+#endif
+        {
+            mask = (d[i] == 's' || d[i] == 'q') && d[i + 4] == ' ';
+            i += 1;
+        }
+        for (; mask; mask &= mask - 1) {
+            int64_t p = base + __builtin_ctz(mask);
+            int f = memcmp(d + p, "slot ", 5) == 0 ? 0 : memcmp(d + p, "srv  ", 5) == 0 ? 1
+                  : memcmp(d + p, "que  ", 5) == 0 ? 2 : -1;
+            if (f < 0 || p < from[f]) continue;   /* inside this family's last record: finditer skips it */
+            rec_t r = {0, p + 5, 0, 0, 0, 0};
+            if (guarded && !guard_ok(d, p)) continue;
+            int found = f == 0 ? slot_rec(d, n, end, p, &r) : f == 1 ? srv_rec(d, n, end, p, &r)
+                      : que_rec(d, end, p, &r);
+            if (!found) continue;
+            if (k >= cap) return -1;
+            out[k] = (out_t){r.kind, p, r.a, r.b, r.c, r.e, r.kind <= K_RUNS ? stamp(d, p) : -1.0};
+            if (f == 1 && has(d, end, p + 5, LIT("  load_model: loading model"))) stats[0]++;
+            k++;
+            from[f] = r.end;
+        }
+    }
+    return k;
+}
+
+static int find(const uint8_t *d, int64_t from, int64_t to, const char *s, int64_t len) {
+    for (int64_t q = from; q + len <= to; q++) {
+        const uint8_t *hit = memchr(d + q, s[0], (size_t)(to - q));
+        if (!hit) return 0;
+        q = hit - d;
+        if (q + len <= to && memcmp(hit, s, (size_t)len) == 0) return 1;
+    }
+    return 0;
+}
+
+/* The start-up lines' gates ("build", "llama_"), as LlamaLogReader._sec_matches finds them with
+ * bytes.find: per gate, the first occurrence on each line, its line's start and end (-1: no line
+ * end before `end`, and the gate's search stops there); a "llama_" line only when it holds
+ * "llama_context" or "llama_init_from_model". Writes gate 0's lines then gate 1's
+ * (counts in ng[0], ng[1]); returns -1 when cap is too small. */
+int64_t llamagates(const uint8_t *d, int64_t end, int64_t cap, int64_t *ls, int64_t *le, int64_t *ng) {
+    static const char *const gates[2] = {"build", "llama_"};
+    static const int64_t glen[2] = {5, 6};
+    int64_t from[2] = {0, 0}, cnt[2] = {0, 0};
+    int done[2] = {0, 0};
+    int64_t *out_s[2] = {ls, ls + cap / 2}, *out_e[2] = {le, le + cap / 2};
+    for (int64_t i = 0; i + 5 <= end && !(done[0] && done[1]);) {
+        uint32_t mask;
+        int64_t base = i;
+#ifdef __SSE2__
+        if (i + 21 <= end) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(d + i));
+            __m128i b4 = _mm_loadu_si128((const __m128i *)(d + i + 4));
+            __m128i b5 = _mm_loadu_si128((const __m128i *)(d + i + 5));
+            __m128i hb = _mm_and_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8('b')), _mm_cmpeq_epi8(b4, _mm_set1_epi8('d')));
+            __m128i hl = _mm_and_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8('l')), _mm_cmpeq_epi8(b5, _mm_set1_epi8('_')));
+            mask = (uint32_t)_mm_movemask_epi8(_mm_or_si128(hb, hl));
+            i += 16;
+        } else
+#endif
+        {
+            mask = (d[i] == 'b' && d[i + 4] == 'd') || (d[i] == 'l' && i + 5 < end && d[i + 5] == '_');
+            i += 1;
+        }
+        for (; mask; mask &= mask - 1) {
+            int64_t p = base + __builtin_ctz(mask);
+            int g = d[p] == 'b' ? 0 : 1;
+            if (done[g] || p < from[g] || !has(d, end, p, gates[g], glen[g])) continue;
+            if (cnt[g] >= cap / 2) return -1;
+            int64_t s = p;
+            while (s > 0 && d[s - 1] != '\n') s--;
+            const uint8_t *nl = memchr(d + p, '\n', (size_t)(end - p));
+            int64_t e = nl ? nl - d : end;
+            /* a "llama_" line matters only with one of _SEC_LLAMA's words (the reader's own test) */
+            if (g == 0 || find(d, s, e, LIT("llama_context")) || find(d, s, e, LIT("llama_init_from_model"))) {
+                out_s[g][cnt[g]] = s;
+                out_e[g][cnt[g]] = nl ? nl - d : -1;
+                cnt[g]++;
+            }
+            if (nl) from[g] = nl - d;
+            else done[g] = 1;
+        }
+    }
+    ng[0] = cnt[0];
+    ng[1] = cnt[1];
+    return cnt[0] + cnt[1];
+}
