@@ -15,6 +15,7 @@ PAGES = {
                 default=True),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
         st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
+        st.Page("pages/vllm_server.py", title="vLLM server", icon=":material/dns:", url_path="vllm_server"),
         st.Page("pages/live_engine.py", title="Live engine", icon=":material/memory_alt:", url_path="live_engine"),
     ],
     "Ideas, one page each": [

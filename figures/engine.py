@@ -23,9 +23,9 @@ from .common import FONT, MAX_BARS, PREEMPT, REQUEST_PALETTE, TEMPLATE, themed
 from .playback import lane_traces
 
 PHASE_LABELS = {"t_schedule": "schedule", "t_swap": "swap", "t_prepare": "prepare", "t_forward": "forward",
-                "t_sample": "sample", "t_update": "update"}
+                "t_sample": "sample", "t_update": "update", "t_model": "model"}
 PHASE_COLOURS = {"t_schedule": "#F28E2B", "t_swap": "#B07AA1", "t_prepare": "#EDC948", "t_forward": "#4E79A7",
-                 "t_sample": "#59A14F", "t_update": "#9CA3AF"}
+                 "t_sample": "#59A14F", "t_update": "#9CA3AF", "t_model": "#4E79A7"}
 RUNNING, WAITING, RATE = "#2563EB", "#9333EA", "#059669"
 LEGEND = {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)",
           "font": {"size": 12}, "traceorder": "normal"}
@@ -34,10 +34,12 @@ LEGEND = {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "bgcolor": 
 def _phase_bars(trace: Trace, max_bars: int = MAX_BARS) -> tuple[list[dict], np.ndarray, np.ndarray, int]:
     """Stacked bars of the phase times (ms) per step, as trace dicts: (bars, x, total per bar,
     bin size k). Past max_bars steps, each bar is the mean over k steps. Phases never measured
-    (or too thin to see: swap and update under 0.05 ms) are left out."""
+    (or too thin to see: swap and update under 0.05 ms) are left out. The phases are the
+    trace's own (meta["phases"]: a vLLM recording has schedule / model / update), else the engine's."""
     s = trace.steps
     steps = s["step"].to_numpy(dtype=float)
-    cols = {p: s[p].to_numpy(dtype=float) if p in s.columns else np.full(len(s), np.nan) for p in PHASES}
+    phases = trace.meta.get("phases") or PHASES
+    cols = {p: s[p].to_numpy(dtype=float) if p in s.columns else np.full(len(s), np.nan) for p in phases}
     k = max(1, math.ceil(len(steps) / max_bars)) if len(steps) else 1
     x = steps
     if k > 1:

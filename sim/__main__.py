@@ -1,4 +1,4 @@
-"""Command line: python -m sim {trace,run,lesson,llamalog} ...
+"""Command line: python -m sim {trace,run,lesson,llamalog,vllm} ...
 
   trace WORKLOAD.json -o TRACE.jsonl   per-step JSONL in the vLLM oracle's format
   run WORKLOAD.json -o FILE.trace      the full Trace file (and a summary on stdout)
@@ -6,6 +6,9 @@
   llamalog SERVER.log [--json] [-o FILE.trace] [--resim]
                                        a llama-server -v log (.gz too): its batches and tasks;
                                        --resim: its workload re-simulated beside it
+  vllm RECORDING [--json] [-o FILE.trace] [--oracle-jsonl OUT] [--workload OUT] [--predict CAL]
+                                       a vLLM server's step recording: the Trace, the simulator's
+                                       verdict on its decisions, its times predicted
 """
 from __future__ import annotations
 
@@ -133,6 +136,64 @@ def cmd_llamalog(args) -> int:
     return 0
 
 
+def cmd_vllm(args) -> int:
+    from servers.vllm.compare import decisions, predict   # a source: only the CLI may import one, lazily
+    from servers.vllm.recording import oracle_lines, read_recording, to_trace, to_workload
+
+    def load(path):
+        progress = None
+        if args.progress:
+            def progress(done, total):
+                pct = f"{100 * done / total:5.1f}%" if total else f"{done >> 20} MiB"
+                print(f"\rreading {path}: {pct}", end="", file=sys.stderr, flush=True)
+        try:
+            rec = read_recording(path, progress=progress)
+        except OSError as e:
+            raise SystemExit(f"cannot read {path}: {e}")
+        except ValueError as e:
+            raise SystemExit(f"{path}: {e}")
+        if args.progress:
+            print(file=sys.stderr)
+        for w in rec.warnings:
+            print(f"warning: {path}: {w}", file=sys.stderr)
+        return rec
+
+    rec = load(args.recording)
+    trace = to_trace(rec)
+    if args.out:
+        trace.save(args.out)
+    if args.oracle_jsonl:
+        with open(args.oracle_jsonl, "w") as f:
+            f.writelines(json.dumps(line) + "\n" for line in oracle_lines(rec))
+    if args.workload:
+        with open(args.workload, "w") as f:
+            f.write(to_workload(rec).dumps() + "\n")
+    s, r = trace.steps, trace.requests
+    out = {"vllm": rec.header.get("vllm"), "config": trace.meta["config"], "steps": int(len(s)),
+           "busy_steps": int((~s["idle"]).sum()), "requests_added": int(len(r)),
+           "finished": int(r["finish_reason"].astype(bool).sum()), "preemptions": int(r["preemptions"].sum()),
+           "ended": rec.ended, "warnings": rec.warnings, "decisions": decisions(rec)}
+    if args.predict:
+        pred = predict(rec, load(args.predict))
+        out.update(pred.to_json())
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    d = out["decisions"]
+    print(f"vLLM {out['vllm']}: {out['steps']} steps ({out['busy_steps']} busy), {out['requests_added']} requests, "
+          f"{out['finished']} finished, {out['preemptions']} preemptions")
+    if d["equal"]:
+        print(f"simulator: the same decisions at all {d['steps']} steps")
+    else:
+        f = d["first_difference"]
+        print(f"simulator: decisions part at step {f['step']} ({f['field']}: recorded {f['recorded']}, "
+              f"simulated {f['simulated']})")
+    if args.predict:
+        for m, e in out["errors"].items():
+            print(f"predicted {m[:-3]}: mean absolute error {e['mape']:.1f}%, p90 {e['p90']:.1f}% ({e['n']} requests)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab core")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -158,6 +219,16 @@ def main(argv=None) -> int:
                         "server's settings), in ms with a cost fitted to the log's calls when it has timestamps, "
                         "else in model calls; print the comparison (JSON with --json)")
     p.set_defaults(fn=cmd_llamalog)
+    p = sub.add_parser("vllm", help="read a vLLM server's step recording (servers/vllm/recorder.py)")
+    p.add_argument("recording", help="the recording (JSON lines, plain or .gz)")
+    p.add_argument("--json", action="store_true", help="print the summary (and predictions) as JSON")
+    p.add_argument("-o", "--out", help="write the Trace file")
+    p.add_argument("--oracle-jsonl", help="write the recorded steps in the oracle's JSON-lines format")
+    p.add_argument("--workload", help="write the workload JSON that `sim trace` re-simulates step for step")
+    p.add_argument("--predict", metavar="CALIBRATION_RECORDING",
+                   help="fit the cost model on another recording and predict this one's request times")
+    p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
+    p.set_defaults(fn=cmd_vllm)
     args = ap.parse_args(argv)
     return args.fn(args)
 

@@ -57,6 +57,10 @@ class SchedulerConfig:
     max_queued_requests: int = 0  # admission control: 0 = unlimited
     max_queued_tokens: int = 0
     cont_batching: bool = True  # llama_slots only: -cb / -nocb
+    # vLLM 0.32.0 ends the running phase when a request preempts itself, under the priority policy
+    # too (its running loop breaks); 0.33.0 goes on with the next running request. Recordings of
+    # a 0.32 server set it (servers.vllm.recording.to_workload)
+    self_preemption_ends_running: bool = False
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SchedulerConfig":
@@ -344,9 +348,9 @@ class VllmScheduler:
             else:
                 ok = True
             if not ok:
-                if cfg.policy == "priority":
-                    continue  # vLLM moves on to the next running request
-                break  # FCFS: the requester was the last one; the running phase ends
+                if cfg.policy == "priority" and not cfg.self_preemption_ends_running:
+                    continue  # vLLM 0.33 moves on to the next running request
+                break  # FCFS: the requester was the last one; the running phase ends (and in vLLM 0.32, always)
             before = seq.num_computed
             if before >= seq.prompt_len and seq.num_output and before >= seq.recompute_until:
                 scheduled[seq.id] = Entry(seq, n, before, "decode")  # the common case, inlined

@@ -136,3 +136,30 @@ def test_no_file_or_class_is_too_long():
             if isinstance(node, ast.ClassDef) and (n := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
                 bad.append(f"{rel}: class {node.name} is {n} lines (at most {MAX_CLASS_LINES})")
     assert not bad, "\n".join(bad)
+
+
+def test_the_vllm_recorder_imports_only_the_standard_library_and_vllm():
+    """It runs inside a user's vLLM server: no pandas, numpy or Streamlit there. Every module the
+    recorder's import passes through (the packages' __init__s, the recorder, what it imports
+    from its own package) is checked, at any depth."""
+    import sys
+
+    todo, seen, bad = ["servers", "servers.vllm", "servers.vllm.recorder"], set(), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = ROOT.joinpath(*name.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        tree = ast.parse(path.read_text(), str(path))
+        for names in imports(name, path, tree):
+            top = names[-1].split(".")[0]
+            if names[-1].startswith("servers"):
+                own = next(n for n in names if ROOT.joinpath(*n.split(".")).with_suffix(".py").exists()
+                           or ROOT.joinpath(*n.split(".")).is_dir())
+                todo.append(own)
+            elif top not in sys.stdlib_module_names and top != "vllm":
+                bad.append(f"{name} imports {names[-1]}")
+    assert seen >= {"servers", "servers.vllm", "servers.vllm.recorder", "servers.vllm.format"}
+    assert not bad, bad

@@ -1,6 +1,14 @@
-"""Where a running vLLM server's steps will be recorded and read back (the recorder, a vLLM
-scheduler subclass, and its reader). Nothing here yet.
+"""A running vLLM server's steps: a recorder plugged into the server, and the reader of its files.
 
-Whatever lands here may import only the standard library and vLLM at module level: the recorder
-runs inside the user's vLLM process, whose environment has neither pandas nor Streamlit.
+- recorder.py:  RecordingScheduler / AsyncRecordingScheduler, vLLM's scheduler classes recording
+                every step (`--scheduler-cls servers.vllm.recorder.RecordingScheduler`);
+- format.py:    the recording's format name and version;
+- recording.py: a recording as the standard Trace, as a workload, as the oracle's step lines;
+- compare.py:   the simulator held to a recording: its decisions, its predicted times;
+- load.py, launch.py, workloads.py, tiny_model.py, make_venv.sh: what the tests and benchmarks
+                use to run a real vLLM server here (a tiny random Llama, open-loop HTTP load).
+
+This __init__, recorder.py and format.py import only the standard library and vLLM: the
+recorder runs inside the user's vLLM process, whose environment has neither pandas nor
+Streamlit (tests/test_layout.py holds it).
 """

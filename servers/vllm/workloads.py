@@ -1,0 +1,83 @@
+"""Open-loop workloads to send to a real vLLM server (load.send), each from a seed.
+
+Every request is a dict: id, prompt (token ids below VOCAB), max_tokens, at_ms, and priority
+where the workload has them. Token ids start at 3 (the tiny model's word ids; 0-2 are its
+special tokens). Standard library only.
+"""
+from __future__ import annotations
+
+import random
+
+VOCAB = 4096
+
+
+def _prompt(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(3, VOCAB) for _ in range(n)]
+
+
+def burst(seed: int = 1, n: int = 12, prefix: str = "burst") -> list[dict]:
+    """n requests at once: mixed prompts (20-200 tokens) and outputs (5-40)."""
+    rng = random.Random(seed)
+    return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(20, 200)), "max_tokens": rng.randint(5, 40),
+             "at_ms": 0.0} for i in range(n)]
+
+
+def poisson(seed: int = 2, n: int = 16, rate_per_s: float = 8.0, prefix: str = "poisson",
+            prompt=(20, 300), output=(5, 60)) -> list[dict]:
+    """n requests with exponential gaps (rate_per_s), lengths uniform in the given ranges."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for i in range(n):
+        out.append({"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(*prompt)),
+                    "max_tokens": rng.randint(*output), "at_ms": t})
+        t += rng.expovariate(rate_per_s) * 1000.0
+    return out
+
+
+def kv_pressure(seed: int = 3, n: int = 10, prefix: str = "kv") -> list[dict]:
+    """Long prompts and long outputs close together: more KV than a small pool holds, so
+    running requests are preempted and recomputed."""
+    rng = random.Random(seed)
+    return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(150, 350)), "max_tokens": rng.randint(60, 160),
+             "at_ms": 40.0 * i} for i in range(n)]
+
+
+def shared_prefixes(seed: int = 4, groups: int = 4, per_group: int = 5, prefix: str = "pfx") -> list[dict]:
+    """Groups of requests whose prompts share a 64-160-token prefix (a system prompt, a
+    document), each with its own tail: what prefix caching reuses."""
+    rng = random.Random(seed)
+    heads = [_prompt(rng, rng.randint(64, 160)) for _ in range(groups)]
+    out, t = [], 0.0
+    for j in range(groups * per_group):
+        head = heads[rng.randrange(groups)]
+        out.append({"id": f"{prefix}{j}", "prompt": head + _prompt(rng, rng.randint(5, 60)),
+                    "max_tokens": rng.randint(5, 40), "at_ms": t})
+        t += rng.expovariate(10.0) * 1000.0
+    return out
+
+
+def priorities(seed: int = 5, n: int = 14, prefix: str = "prio") -> list[dict]:
+    """Low-priority long requests first, then high-priority ones (smaller number = served
+    first) while the pool is full: the priority policy reorders the queue and preempts."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        low = i < n // 2
+        out.append({"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(100, 250) if low else rng.randint(20, 80)),
+                    "max_tokens": rng.randint(60, 120) if low else rng.randint(10, 30),
+                    "priority": 5 if low else rng.choice((0, 1)), "at_ms": 0.0 if low else 300.0 + 30.0 * i})
+    return out
+
+
+# The three recorded runs the tests check and the bundled samples hold: vLLM's flags (beside
+# BASE_ARGS), the batches of requests sent one after the other, and the recorder's settings.
+BASE_ARGS = {"block-size": 32, "max-num-batched-tokens": 128, "max-num-seqs": 8, "max-model-len": 1024}
+SCENARIOS = {
+    "fcfs_kv_pressure": ({"num-gpu-blocks-override": 40, "no-enable-prefix-caching": True},
+                         lambda: [burst(), poisson(), kv_pressure()], {}),
+    "prefix_caching_hashes": ({"num-gpu-blocks-override": 48, "enable-prefix-caching": True},
+                              lambda: [shared_prefixes(), kv_pressure(seed=7, n=6)],
+                              {"SCHEDLAB_VLLM_PROMPTS": "hashes"}),
+    "priority": ({"num-gpu-blocks-override": 40, "no-enable-prefix-caching": True, "scheduling-policy": "priority"},
+                 lambda: [priorities()], {}),
+}
