@@ -25,7 +25,7 @@ from sim.trace import Trace
 from sim.workload import Workload
 from ui import primer
 from ui.exports import export_panel
-from ui.labels import fmt
+from ui.labels import fmt, plain
 from ui.runs import MAX_STEPS, run_trace
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
@@ -68,14 +68,6 @@ SETTINGS = PageSettings("ll", [
 ])
 KNOBS = ("keep_ll_slots", "keep_ll_nbatch", "keep_ll_cb", "keep_ll_v_budget", "keep_ll_v_seqs",
          "keep_ll_v_blocks", "keep_ll_v_preempt")
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def plain(text) -> str:
-    """Log- or user-derived text made inert for st.markdown (no links, emphasis, colour tags)."""
-    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
-
 
 # ---------------------------------------------------------------------------------------------
 # Reading the log (cached; the bytes are not hashed by Streamlit, the key names them)

@@ -22,7 +22,7 @@ from sim.metrics import per_request, summary
 from sim.trace import Trace
 from ui import primer
 from ui.exports import export_panel
-from ui.labels import fmt
+from ui.labels import fmt, plain
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
 
@@ -49,14 +49,6 @@ SETTINGS = PageSettings("vs", [
     Setting("keep_vs_sim", False, bool),   # one toggle away: the recording itself first
     Setting("keep_vs_cal", CAL_SAME, str, choices=(CAL_SAME, *SAMPLES)),
 ])
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def plain(text) -> str:
-    """Recording-derived text made inert for st.markdown (no links, emphasis, colour tags)."""
-    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
-
-
 def data_key(name: str, data: bytes) -> str:
     return f"{name}:{len(data)}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
 
@@ -268,7 +260,7 @@ if ss["keep_vs_sim"]:
         st.dataframe(p["requests"], hide_index=True, key="vs_pred_table")
 
 st.subheader("Downloads")
-stem = name.removesuffix(".gz").removesuffix(".jsonl")
+stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).removesuffix(".gz").removesuffix(".jsonl") or "recording"
 export_panel(trace, stem, key="vs")
 d1, d2, _ = st.columns(3)
 d1.download_button("Recorded steps (oracle JSON lines)", data=lambda: downloads(key, data)[0],

@@ -100,13 +100,20 @@ def _llamalog_resim(trace, as_json: bool) -> int:
     return 0
 
 
+def _progress(shown: bool, what: str = ""):
+    """A progress(done, total) callback printing to stderr (None when not asked for)."""
+    if not shown:
+        return None
+
+    def progress(done, total):
+        pct = f"{100 * done / total:5.1f}%" if total else f"{done >> 20} MiB"
+        print(f"\rreading {what}{pct}", end="", file=sys.stderr, flush=True)
+    return progress
+
+
 def cmd_llamalog(args) -> int:
     from servers.llama_server import read_llama_log, summary
-    progress = None
-    if args.progress:
-        def progress(done, total):
-            pct = f"{100 * done / total:5.1f}%" if total else f"{done >> 20} MiB"
-            print(f"\rreading {pct}", end="", file=sys.stderr, flush=True)
+    progress = _progress(args.progress)
     try:
         trace = read_llama_log(args.log, progress=progress)
     except OSError as e:
@@ -141,13 +148,8 @@ def cmd_vllm(args) -> int:
     from servers.vllm.recording import oracle_lines, read_recording, to_trace, to_workload
 
     def load(path):
-        progress = None
-        if args.progress:
-            def progress(done, total):
-                pct = f"{100 * done / total:5.1f}%" if total else f"{done >> 20} MiB"
-                print(f"\rreading {path}: {pct}", end="", file=sys.stderr, flush=True)
         try:
-            rec = read_recording(path, progress=progress)
+            rec = read_recording(path, progress=_progress(args.progress, f"{path}: "))
         except OSError as e:
             raise SystemExit(f"cannot read {path}: {e}")
         except ValueError as e:

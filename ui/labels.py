@@ -1,12 +1,13 @@
 """Words and number formats shared by the pages.
 
-    from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
+    from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt, plain
     st.selectbox("Policy", list(POLICIES), format_func=lambda p: POLICY_LABELS.get(p, p))
     st.metric("Mean TTFT", fmt(m["ttft_mean"]))
 """
 from __future__ import annotations
 
 import math
+import re
 
 POLICY_LABELS = {"fcfs": "FCFS (vLLM default)", "priority": "Priority (vLLM)", "spf": "Shortest prompt first",
                  "sjf": "Shortest job first", "priority_aging": "Priority with aging",
@@ -24,3 +25,12 @@ def fmt(v, unit: str = "", digits: int = 3) -> str:
     else:
         s = f"{v:,}"
     return f"{s} {unit}".strip()
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def plain(text) -> str:
+    """Text from a log, a recording or a user made inert for st.markdown (no links, emphasis,
+    colour tags): control characters become spaces, markdown's specials are escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
