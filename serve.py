@@ -27,13 +27,14 @@ ROOT = Path(__file__).resolve().parent
 def warm() -> list[str]:
     """Import the packages the pages use and every module of sim (its lessons too), of the
     llama-server reader and of figures; their names. (Not ui: its st.cache_data functions must be
-    made once Streamlit's runtime exists. Not servers.vllm: its recorder needs vLLM.)"""
+    made once Streamlit's runtime exists. Of servers.vllm only the reader: its recorder needs vLLM.)"""
     sys.path.insert(0, str(ROOT))
     names = ["numpy", "pandas", "plotly.graph_objects", "plotly.io", "streamlit.emojis"]
     for pkg in ("sim", "sim.lessons", "servers.llama_server", "figures"):
         folder = ROOT.joinpath(*pkg.split("."))
         names += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules([str(folder)])
                   if m.name != "__main__" and not m.ispkg]
+    names += ["servers.vllm.recording", "servers.vllm.compare"]   # the vLLM page's reader (not the recorder)
     for name in names:
         importlib.import_module(name)
     return names

@@ -56,6 +56,15 @@ TEMPLATE = _template()
 FONT = {"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2937"}
 
 
+def tick_room(largest: float, fits: int = 2) -> int:
+    """Extra margin (px) for an axis whose tick labels reach `largest`: 8 px a digit past `fits`.
+    Margins are declared to hold what Plotly draws (a label wider than its margin has Plotly
+    widen it and draw the chart twice), so they grow with the data's digits; too wide is harmless."""
+    if not np.isfinite(largest) or largest < 10 ** fits:
+        return 0
+    return 8 * (len(str(int(abs(largest)))) - fits)
+
+
 def themed(fig: go.Figure) -> go.Figure:
     """fig with TEMPLATE, set without validating it again: it is one of plotly's own templates,
     validated when it was made (plotly sets its default template the same way). Through

@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 from sim.live import PHASES, throughput
 from sim.trace import Trace
 
-from .common import FONT, MAX_BARS, PREEMPT, REQUEST_PALETTE, TEMPLATE, themed
+from .common import FONT, MAX_BARS, PREEMPT, REQUEST_PALETTE, TEMPLATE, themed, tick_room
 from .playback import lane_traces
 
 PHASE_LABELS = {"t_schedule": "schedule", "t_swap": "swap", "t_prepare": "prepare", "t_forward": "forward",
@@ -178,8 +178,10 @@ def phase_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
         fig.add_trace(go.Scatter(x=s["step"], y=s["num_tokens"], name="tokens in the step", yaxis="y2",
                                  mode="lines", line={"color": "#6B7280", "width": 1.2, "shape": "hv"},
                                  hovertemplate="step %{x}: %{y} tokens<extra></extra>"))
+    tokens = float(s["num_tokens"].max()) if k == 1 and len(s) else 0.0
     themed(fig).update_layout(height=320, font=FONT, barmode="stack", bargap=0 if len(x) > 200 else 0.1,
-                      margin={"l": 60, "r": 60, "t": 40, "b": 50}, legend=LEGEND,
+                      margin={"l": 60 + tick_room(1.15 * float(np.nanmax(total, initial=0))),
+                              "r": 60 + tick_room(1.15 * tokens), "t": 44, "b": 58}, legend=LEGEND,
                       xaxis={"title": {"text": "step" + (f" (bins of {k}; bars show the mean)" if k > 1 else "")},
                              "showgrid": False},
                       yaxis={"title": {"text": "step time (ms)"}, "rangemode": "tozero"},

@@ -21,7 +21,8 @@ from sim.trace import Trace
 from .animate import assemble
 from .common import (CACHED_FREE, CONTROLS_MARGIN_B, EMPTY, FONT, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS,
                      MAX_GRID_COLUMNS, MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, REJECT, TEMPLATE,
-                     colour_codes, discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed)
+                     colour_codes, discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed,
+                     tick_room)
 
 KIND_CODE = {"prefill": 0, "decode": 1, "recompute": 2, "padding": 3}
 # drawn over the request colour: prefill lighter, recompute darker, padding almost blank
@@ -299,7 +300,11 @@ def step_tokens_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
                          "tickfont": {"color": "#9333EA"},
                          **({"tickmode": "linear", "dtick": 1} if np.nanmax(waiting, initial=0) <= 8
                             else {"tickmode": "auto"})})
-    fig.update_layout(margin={"l": 60, "r": 60, "t": 70, "b": 59})
+    # the axes' top ticks may pass the data a little (a bar of 98 tokens gets a 100 tick)
+    top = float(np.nanmax(np.nansum(np.vstack(list(cols.values())), axis=0), initial=0)) if len(x) else 0.0
+    budget_line = float(trace.meta.get("config", {}).get("max_num_batched_tokens") or 0)
+    fig.update_layout(margin={"l": 60 + tick_room(1.15 * max(top, budget_line)),
+                              "r": 60 + tick_room(1.15 * float(np.nanmax(waiting, initial=0))), "t": 70, "b": 59})
     fig.update_xaxes(title_text=xlabel, showgrid=False, dtick=1 if len(x) <= 30 else None)
     fig.update_layout(yaxis={"title": {"text": "tokens in the step"}, "rangemode": "tozero"})
     return fig
@@ -388,7 +393,8 @@ def kv_map_figure(trace: Trace, step: int) -> go.Figure:
                  legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                  meta={"step": int(step), "free": st["free"], "cached_free": st["cached_free"],
                        "used": st["used"], "blocks": n})
-    fig.update_layout(margin={"l": 50, "r": 10, "t": 46, "b": 10}, plot_bgcolor="white")
+    fig.update_layout(margin={"l": 50 + tick_room((rows - 1) * cols, fits=1), "r": 10, "t": 46, "b": 10},
+                      plot_bgcolor="white")
     fig.update_xaxes(visible=False, range=[-0.5, cols - 0.5])
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, title_text="block row",
                      tickmode="array", tickvals=list(range(rows)) if rows <= 30 else None,
