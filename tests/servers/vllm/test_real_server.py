@@ -16,19 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from real_vllm import PY, marks
 from servers.vllm import launch, workloads
 from servers.vllm.recording import first_difference, oracle_lines, read_recording, to_trace, to_workload
 from sim.simulate import oracle_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]
-PY = ROOT / ".venv-vllm" / "bin" / "python"
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(not PY.exists(), reason="no .venv-vllm (the README's test command builds it: "
-                                                "servers/vllm/make_venv.sh)"),
-]
+pytestmark = marks(900)
 
 
 @pytest.fixture(scope="session")

@@ -12,19 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from real_vllm import PY, marks
 from servers.vllm.recording import first_difference, oracle_lines, read_recording, to_trace
 
 ROOT = Path(__file__).resolve().parents[3]
-PY = ROOT / ".venv-vllm" / "bin" / "python"
 DRIVER = Path(__file__).with_name("drive_recorder.py")
 CASES = ROOT / "tests" / "fixtures" / "vllm"
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.timeout(600),
-    pytest.mark.skipif(not PY.exists(), reason="no .venv-vllm (the README's test command builds it: "
-                                                "servers/vllm/make_venv.sh)"),
-]
+pytestmark = marks(600)
 
 
 def drive(tmp: Path, case: str, *flags: str, env: dict | None = None) -> tuple[Path, Path]:
