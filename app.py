@@ -5,6 +5,7 @@ Run: .venv/bin/python -m streamlit run app.py
 import streamlit as st
 
 from ui import primer
+from ui.guard import guarded
 
 st.set_page_config(page_title="Scheduler Lab", page_icon="🗓️", layout="wide")  # page_icon: no font fetch
 
@@ -14,6 +15,7 @@ PAGES = {
         st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
                 default=True),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page("pages/choosing_settings.py", title="Choosing settings", icon=":material/tune:", url_path="choosing_settings"),
         st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
         st.Page("pages/vllm_server.py", title="vLLM server", icon=":material/dns:", url_path="vllm_server"),
         st.Page("pages/live_engine.py", title="Live engine", icon=":material/memory_alt:", url_path="live_engine"),
@@ -42,6 +44,6 @@ for _key in [k for k in st.session_state if isinstance(k, str) and k.startswith(
 # Start loading Plotly's JavaScript now, while the page computes (ui/primer.py).
 primer.send()
 try:
-    st.navigation(PAGES).run()
+    guarded(st.navigation(PAGES).run)  # an error no page expected: one plain line, details in the log
 finally:
     primer.clear()

@@ -27,6 +27,7 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", help="write the generated token ids (JSON) here")
     args = ap.parse_args(argv)
 
+    from sim.jsonout import dumps_strict
     from sim.metrics import summary
     from sim.workload import Workload
     from .config import EngineConfig
@@ -38,8 +39,12 @@ def main(argv=None) -> int:
     eng = LLMEngine(EngineConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
                                  ignore_eos=args.ignore_eos, attention=args.attention))
     try:
-        res = eng.run(wl, json.loads(args.config) if args.config else None)
-    except ValueError as e:
+        overrides = json.loads(args.config) if args.config else None
+    except (ValueError, RecursionError):
+        raise SystemExit('--config is not a JSON object, e.g. \'{"preemption_mode": "swap"}\'')
+    try:
+        res = eng.run(wl, overrides)
+    except (ValueError, RuntimeError) as e:
         raise SystemExit(str(e))
     if args.out:
         res.trace.save(args.out)
@@ -49,7 +54,7 @@ def main(argv=None) -> int:
     m = res.trace.meta
     print(f"# {m['device']} {m['dtype']}, {m['threads']} thread(s), model {args.model} "
           f"({m['model_params'] / 1e6:.1f}M parameters)", file=sys.stderr)
-    print(json.dumps(summary(res.trace), indent=1, default=str))
+    print(dumps_strict(summary(res.trace), indent=1))   # strict JSON: NaN as null
     return 0
 
 

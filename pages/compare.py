@@ -22,6 +22,7 @@ from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_trace
 from ui.scrub import step_scrubber
+from ui.slo import SLOInputs
 from ui.state import PageSettings, Setting
 from ui.workloads import WorkloadPicker
 
@@ -55,8 +56,10 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
 
 
 PICKER = WorkloadPicker("cmp", _apply_config)
+SLO_IN = SLOInputs("cmp")  # one set of targets for both sides
 SETTINGS = PageSettings("cmp", [
     *PICKER.settings(),
+    *SLO_IN.settings(),
     *[s for side in SIDES for s in (
         Setting(k(side, "scheduler"), "vllm", str, choices=tuple(scheduler_names())),
         Setting(k(side, "policy"), _D.policy, str, choices=tuple(POLICIES)),
@@ -111,6 +114,7 @@ def side_widgets(side: str) -> None:
 SETTINGS.init(fill=PICKER.fill)
 with st.sidebar:
     PICKER.draw()
+    SLO_IN.draw()
     st.header("Share")
     st.caption("The address bar holds both configurations and the scrubbed step: copy it to share this comparison.")
     SETTINGS.file_panel()
@@ -133,7 +137,8 @@ for side, col in zip(SIDES, cols):
 traces: dict[str, Trace] = {}
 for side in SIDES:
     try:
-        traces[side] = run_trace(workload, side_config(side), ss[k(side, "cost")])
+        traces[side] = run_trace(workload, {**side_config(side), **SLO_IN.config(ss[k(side, "policy")])},
+                                 ss[k(side, "cost")])
     except Exception as e:  # noqa: BLE001 - a user's run that cannot finish is reported, never a crash
         st.error(f"Configuration {side.upper()} cannot run: {e}", icon=":material/error:")
 if len(traces) < 2:
@@ -166,6 +171,8 @@ for i, (key, label, lower_better) in enumerate(HEAD):
 st.caption(f"Times are in {unit}" + (" (the lesson's abstract cost units)" if unit == "units" else "") + "."
            + (" Latencies count the requests each side served: a side that turns requests away serves fewer, "
               "and looks faster for it." if rejecting else ""))
+
+SLO_IN.compare_report(ta, tb)
 
 # ---------------------------------------------------------------------------------------------
 # Lock-step animation

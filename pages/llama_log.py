@@ -221,6 +221,9 @@ unparsed = int(meta.get("unparsed_lines") or 0)
 clock = "wall-clock timestamps" if uses_wall_time(trace) else "no timestamps (the clock is the model call)"
 st.markdown(f"**{plain(name)}** · {len(data) / 1e6:,.2f} MB · build **{plain(meta.get('build') or 'unknown')}** "
             f"(as the log states it) · {clock}")
+if meta.get("log_format"):   # a 2024 build's log (servers/llama_server/legacy.py): what its lines cannot tell
+    st.caption(f"Read as {plain(meta['log_format'])}. "
+               + " ".join(plain(x[:1].upper() + x[1:]) + "." for x in meta.get("format_limits") or []))
 cols = st.columns(6)
 cols[0].metric("Model calls", fmt(n_calls), help="Scheduling iterations that called the model (batches).")
 cols[1].metric("Tasks", fmt(n_tasks), help="Tasks that took a slot (the server's task ids).")

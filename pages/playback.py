@@ -22,6 +22,7 @@ from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_key, run_trace
 from ui.scrub import step_scrubber
+from ui.slo import SLOInputs
 from ui.state import PageSettings, Setting
 from ui.workloads import WorkloadPicker
 
@@ -50,8 +51,10 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
 
 
 PICKER = WorkloadPicker("pb", _apply_config)
+SLO_IN = SLOInputs("pb")
 SETTINGS = PageSettings("pb", [
     *PICKER.settings(),
+    *SLO_IN.settings(),
     Setting("keep_pb_scheduler", "vllm", str, choices=tuple(scheduler_names())),
     Setting("keep_pb_policy", _D.policy, str, choices=tuple(POLICIES)),
     *(Setting(key, getattr(_D, name), int, bounds=BOUNDS[name]) for key, name in KNOBS.items() if name in BOUNDS),
@@ -98,6 +101,7 @@ with st.sidebar:
         st.number_input("Queue limit (0 = none)", *BOUNDS["max_queued_requests"], step=1, key="keep_pb_queue_limit",
                         help="max_queued_requests: an arrival that finds this many requests waiting is rejected "
                              "(HTTP 503), marked ▼ above the slot lanes.")
+    SLO_IN.draw()
     st.header("Step cost")
     st.selectbox("Cost model", list(COST_PRESETS), key="keep_pb_cost", format_func=lambda k: COST_PRESETS[k].label,
                  help="How long a step takes, from what it holds. Units: the lesson's toy model. Roofline: "
@@ -122,6 +126,7 @@ workload = PICKER.require()
 
 config = {name: ss[key] for key, name in KNOBS.items()}
 config["enable_prefix_caching"] = bool(config["enable_prefix_caching"])
+config.update(SLO_IN.config(config["policy"]))  # EDF's deadlines come from the TTFT target
 cost_key = ss.get("keep_pb_cost", "units")
 try:
     trace = run_trace(workload, config, cost_key)
@@ -162,6 +167,7 @@ st.plotly_chart(occupancy_figure(trace), key="occupancy", theme=None, config={"d
 st.subheader("Tokens per step")
 st.caption("What each forward pass held, against the token budget (dashed); the purple line is the waiting queue.")
 st.plotly_chart(step_tokens_figure(trace), key="step_tokens", theme=None, config={"displaylogo": False})
+SLO_IN.report(trace)
 
 
 def _interesting_step(tr: Trace) -> int:

@@ -8,7 +8,6 @@ rendered as HTML: request ids reach the page through tables and escaped text onl
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from figures.engine import calibration_figure, phase_figure
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
 from servers.vllm.compare import decisions, predict, step_predictions
 from servers.vllm.recording import oracle_lines, read_recording, to_trace, to_workload
+from sim.jsonout import dumps_strict
 from sim.metrics import per_request, summary
 from sim.trace import Trace
 from ui import primer
@@ -91,7 +91,7 @@ def prediction(key: str, cal_key: str, _data: bytes, _cal: bytes) -> dict:
 @st.cache_data(max_entries=6, show_spinner=False)
 def downloads(key: str, _data: bytes) -> tuple[str, str]:
     rec = read_recording(_data)
-    return "".join(json.dumps(x) + "\n" for x in oracle_lines(rec)), to_workload(rec).dumps()
+    return "".join(dumps_strict(x) + "\n" for x in oracle_lines(rec)), to_workload(rec).dumps()
 
 
 def _interesting_step(tr: Trace) -> int:

@@ -2,6 +2,8 @@
 
   trace WORKLOAD.json -o TRACE.jsonl   per-step JSONL in the vLLM oracle's format
   run WORKLOAD.json -o FILE.trace      the full Trace file (and a summary on stdout)
+      (or an Azure / BurstGPT CSV or a Mooncake JSON-lines trace; [--limit N] [--rate-scale X] [--cost P])
+      [--slo JSON]                     ... with SLO attainment and goodput in the summary
   lesson --json                        every lesson example's figures, computed by the core
   llamalog SERVER.log [--json] [-o FILE.trace] [--resim]
                                        a llama-server -v log (.gz too): its batches and tasks;
@@ -9,20 +11,58 @@
   vllm RECORDING [--json] [-o FILE.trace] [--oracle-jsonl OUT] [--workload OUT] [--predict CAL]
                                        a vLLM server's step recording: the Trace, the simulator's
                                        verdict on its decisions, its times predicted
+  search WORKLOAD --grid G.json [--slo JSON] -o OUT.csv [--workers N | --ray ADDRESS|local]
+                                       every combination of a grid of knobs: one CSV row per config
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from .jsonout import dumps_strict   # strict JSON: NaN and infinities written as null
 
-def _load_workload(path: str):
-    from .workload import Workload
+
+def _load_workload(path: str, **trace_options):
+    """The workload in `path`: a workload JSON or a public request trace (sim/public_traces.py;
+    trace_options: limit, rate_scale)."""
+    from .inputs import parse_workload   # the checks an upload gets (sim/limits.py's rules)
     try:
-        return Workload.load(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SystemExit(f"cannot read workload {path}: {e.strerror or e}")
+    try:
+        return parse_workload(data, path, **trace_options)
+    except ValueError as e:
         raise SystemExit(f"cannot read workload {path}: {e}")
+
+
+def _run_cost(wl, preset: str | None):
+    """The cost model of `sim run`: --cost's preset; else, for a public trace (arrivals in ms), a
+    roofline in ms (sim.public_traces.DEFAULT_COST), said on stderr; else simulate's default (units)."""
+    from .cost import cost_from_preset
+    from .public_traces import describe
+    source = getattr(wl, "source", None)
+    if source:
+        preset = preset or source["cost"]
+        print(f"{describe(source)} Steps cost ms: cost model {preset}.", file=sys.stderr)
+    return cost_from_preset(preset) if preset else None
+
+
+def _config_overrides(text: str | None, workload) -> dict:
+    """--config's JSON object, checked with the workload's own config under it."""
+    from .inputs import check_config
+    from .limits import load_json
+    if not text:
+        return {}
+    try:
+        overrides = load_json(text.encode(), "it")
+        if not isinstance(overrides, dict):
+            raise ValueError('it must be a JSON object, e.g. \'{"policy": "vtc"}\'')
+        check_config({**workload.config, **overrides})
+    except ValueError as e:
+        raise SystemExit(f"--config: {e}")
+    return overrides
 
 
 def cmd_trace(args) -> int:
@@ -34,7 +74,7 @@ def cmd_trace(args) -> int:
                 simulate(wl, oracle_out=f)
         else:
             simulate(wl, oracle_out=sys.stdout)
-    except ValueError as e:
+    except (ValueError, RuntimeError) as e:   # a pool too small, the step cap
         raise SystemExit(str(e))
     return 0
 
@@ -42,22 +82,32 @@ def cmd_trace(args) -> int:
 def cmd_run(args) -> int:
     from .metrics import summary
     from .simulate import simulate
-    wl = _load_workload(args.workload)
-    overrides = json.loads(args.config) if args.config else {}
+    wl = _load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
+    overrides = _config_overrides(args.config, wl)
+    cost = _run_cost(wl, args.cost)
+    slo = None
+    if getattr(args, "slo", None):
+        from .slo import SLO
+        try:
+            slo = SLO.parse(args.slo)
+        except ValueError as e:
+            raise SystemExit(f"--slo: {e}")
     try:
-        trace = simulate(wl, overrides)
-    except ValueError as e:
+        trace = simulate(wl, overrides, cost=cost)
+    except (ValueError, RuntimeError) as e:   # a pool too small, the step cap
         raise SystemExit(str(e))
+    if getattr(wl, "source", None):
+        trace.meta["public_trace"] = wl.source   # which file format, rows left out, the clock
     if args.out:
         trace.save(args.out)
-    print(json.dumps(summary(trace), indent=1))
+    print(dumps_strict(summary(trace, slo=slo), indent=1))
     return 0
 
 
 def cmd_lesson(args) -> int:
     from .lessons.lesson import figures  # the lessons are above the core; only this command needs them
     out = figures()
-    print(json.dumps(out, indent=None if args.json else 1))
+    print(dumps_strict(out, indent=None if args.json else 1))
     return 0
 
 
@@ -85,7 +135,7 @@ def _llamalog_resim(trace, as_json: bool) -> int:
             for r in table.to_dict("records")]
     fit = cost.describe() if cost else None
     if as_json:
-        print(json.dumps({"clock": "ms" if wall else "model calls", "cost": fit, "rows": rows}))
+        print(dumps_strict({"clock": "ms" if wall else "model calls", "cost": fit, "rows": rows}))
         return 0
     if fit:
         print(f"cost of a call, fitted to {fit['fit']['samples']} calls: {fit['per_step']:.3g} ms + "
@@ -128,7 +178,7 @@ def cmd_llamalog(args) -> int:
     if args.resim:
         return _llamalog_resim(trace, args.json)
     if args.json:
-        print(json.dumps(s))
+        print(dumps_strict(s))
     elif not args.out:
         m = trace.meta
         print(f"build {s['build'] or 'unknown'}; {s['batches']} model calls; {len(s['tasks'])} tasks; "
@@ -166,7 +216,7 @@ def cmd_vllm(args) -> int:
         trace.save(args.out)
     if args.oracle_jsonl:
         with open(args.oracle_jsonl, "w") as f:
-            f.writelines(json.dumps(line) + "\n" for line in oracle_lines(rec))
+            f.writelines(dumps_strict(line) + "\n" for line in oracle_lines(rec))
     if args.workload:
         with open(args.workload, "w") as f:
             f.write(to_workload(rec).dumps() + "\n")
@@ -179,7 +229,7 @@ def cmd_vllm(args) -> int:
         pred = predict(rec, load(args.predict))
         out.update(pred.to_json())
     if args.json:
-        print(json.dumps(out))
+        print(dumps_strict(out))
         return 0
     d = out["decisions"]
     print(f"vLLM {out['vllm']}: {out['steps']} steps ({out['busy_steps']} busy), {out['requests_added']} requests, "
@@ -196,6 +246,11 @@ def cmd_vllm(args) -> int:
     return 0
 
 
+def _cost_presets():
+    from .cost import COST_PRESETS
+    return COST_PRESETS
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab core")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -207,6 +262,13 @@ def main(argv=None) -> int:
     p.add_argument("workload")
     p.add_argument("-o", "--out", help="trace file to write")
     p.add_argument("--config", help="JSON object of config overrides")
+    p.add_argument("--cost", choices=list(_cost_presets()),
+                   help="step cost model (default: units; for a public trace, a100-8B-fp16, a roofline in ms)")
+    p.add_argument("--limit", type=int, help="public traces: run only the first N requests by arrival")
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="public traces: arrivals this many times as fast as recorded (default 1)")
+    p.add_argument("--slo", help='SLO targets in the run\'s time unit, JSON: {"ttft": 400, "tpot": 40, "e2e": ..., '
+                                 '"tenants": {name: {...}}, "priorities": {n: {...}}}; adds attainment and goodput')
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("lesson", help="figures of the lesson's examples")
     p.add_argument("--json", action="store_true", help="one JSON object on one line")
@@ -231,6 +293,8 @@ def main(argv=None) -> int:
                    help="fit the cost model on another recording and predict this one's request times")
     p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
     p.set_defaults(fn=cmd_vllm)
+    from .search_cli import add_search_parser  # the config search's options and command (sim/search_cli.py)
+    add_search_parser(sub)
     args = ap.parse_args(argv)
     return args.fn(args)
 

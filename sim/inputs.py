@@ -5,23 +5,51 @@ config rules and the registered schedulers' names.
 """
 from __future__ import annotations
 
+from . import public_traces
 from .scheduler import SchedulerConfig
 from .simulate import scheduler_names
+from .limits import check_config_values
 from .workload import Workload, read_json
 
 
-def parse_workload(data: bytes, name: str = "") -> Workload:
+def parse_workload(data: bytes, name: str = "", *, limit: int | None = None, rate_scale: float = 1.0,
+                   progress=None) -> Workload:
     """An uploaded workload file (the oracle's JSON), checked; ValueError with a plain message
     if it is not one: not UTF-8, not JSON, a request missing a field, no requests, or a config
-    the scheduler would refuse (unknown scheduler, policy or key; a knob out of range)."""
-    doc = read_json(data)
+    the scheduler would refuse (unknown scheduler, policy or key; a knob out of range).
+
+    Recognised by content (plain or gzip): a public request trace (Azure, BurstGPT, Mooncake)
+    becomes a sim.public_traces.TraceWorkload (its first `limit` requests, arrivals sped up by
+    `rate_scale`, progress(done, total) in bytes while reading); text that is neither a trace
+    nor JSON is refused with a sentence naming the formats read here."""
+    data = public_traces.unzip(data)
+    kind = public_traces.sniff(data)
+    if kind is not None:
+        return public_traces.read_trace(data, name, kind=kind, limit=limit, rate_scale=rate_scale, progress=progress)
+    if data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] not in (b"{", b"["):  # a workload is JSON; say what else would have been read
+        raise ValueError(public_traces.not_a_known_format(data))
+    try:
+        doc = read_json(data)
+    except ValueError:  # JSON lines that are no trace read here: say what would have been
+        problem = public_traces.json_lines_problem(data)
+        if problem is None:
+            raise
+        raise ValueError(problem) from None
     try:
         wl = Workload.from_json(doc, name=name)
     except (KeyError, TypeError) as e:
         raise ValueError(f"a request is missing a field or has a wrong type: {e}") from None
     if not wl.requests:
         raise ValueError("the workload has no requests")
-    cfg = dict(wl.config)
+    check_config(wl.config)
+    return wl
+
+
+def check_config(config) -> None:
+    """ValueError with a plain message for a config the scheduler would refuse: not an object,
+    an unknown scheduler, policy or key, a knob of the wrong type or out of range."""
+    check_config_values(config)  # types and ranges of the knobs validate() leaves alone (sim/limits.py)
+    cfg = dict(config)
     scheduler = cfg.pop("scheduler", "vllm")
     if scheduler not in scheduler_names():
         raise ValueError(f"unknown scheduler {scheduler!r} in config; known: {', '.join(scheduler_names())}")
@@ -29,4 +57,3 @@ def parse_workload(data: bytes, name: str = "") -> Workload:
         SchedulerConfig.from_dict(cfg).validate()
     except TypeError as e:
         raise ValueError(f"bad config: {e}") from None
-    return wl

@@ -21,16 +21,24 @@ from dataclasses import dataclass, fields
 from .kvpool import BlockPool, SwapSpace
 from .policies import POLICIES, WaitingQueue, make_policy
 from .registry import register_scheduler
+from .slo import SLO
+from .slo_policies import ADMISSION_MODES, make_admission  # registers the SLO policies too
 from .workload import Request, output_token
 
 WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
+DEFERRED = "deferred"  # SLO admission's defer mode: held aside until nothing else waits
 PREEMPTION_MODES = ("recompute", "swap")
 # Whole-number knobs and the ranges a user-supplied config (an upload, a settings file, the URL)
 # may set; the dashboard's widgets use the same ranges. Not enforced by the scheduler itself.
 CONFIG_BOUNDS = {"max_num_batched_tokens": (1, 1_000_000), "max_num_seqs": (1, 4096),
                  "num_gpu_blocks": (2, 1_000_000), "block_size": (1, 1024),
                  "long_prefill_token_threshold": (0, 1_000_000), "tenant_cap": (0, 4096),
-                 "max_queued_requests": (0, 1_000_000)}
+                 "max_queued_requests": (0, 1_000_000), "short_prompt_threshold": (1, 1_000_000),
+                 "predictor_seed": (0, 2**31 - 1)}
+# The SLO-minded options (sim/slo_policies.py). to_dict leaves them out while at their defaults,
+# so a config that uses none of them, and the traces it is saved in, read as before they existed.
+SLO_OPTION_DEFAULTS = {"slo": None, "slo_admission": "off", "sjf_error_sigma": 0.0, "predictor_seed": 0,
+                       "short_prompt_threshold": 512, "short_budget_share": 0.25}
 
 
 @dataclass
@@ -61,6 +69,14 @@ class SchedulerConfig:
     # too (its running loop breaks); 0.33.0 goes on with the next running request. Recordings of
     # a 0.32 server set it (servers.vllm.recording.to_workload)
     self_preemption_ends_running: bool = False
+    # SLO-minded options (sim/slo_policies.py; defaults: off): targets for edf and admission,
+    # admission off | reject | defer, sjf_predicted's error, short_long's split
+    slo: dict | None = None
+    slo_admission: str = "off"
+    sjf_error_sigma: float = 0.0
+    predictor_seed: int = 0
+    short_prompt_threshold: int = 512
+    short_budget_share: float = 0.25
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SchedulerConfig":
@@ -72,7 +88,8 @@ class SchedulerConfig:
         return cls(**{k: v for k, v in d.items() if k in known and (v is not None or k == "max_model_len")})
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in SLO_OPTION_DEFAULTS or getattr(self, f.name) != SLO_OPTION_DEFAULTS[f.name]}
 
     def validate(self) -> "SchedulerConfig":
         """Check a user-supplied config: known policy and preemption mode, whole numbers within
@@ -88,7 +105,23 @@ class SchedulerConfig:
                 raise ValueError(f"config {name} must be a whole number from {lo:,} to {hi:,}, not {v!r}")
         if not isinstance(self.enable_prefix_caching, bool):
             raise ValueError("config enable_prefix_caching must be true or false")
+        self._validate_slo_options()
         return self
+
+    def _validate_slo_options(self) -> None:
+        try:
+            slo = SLO.parse(self.slo)
+        except ValueError as e:
+            raise ValueError(f"config slo: {e}") from None
+        if self.slo_admission not in ADMISSION_MODES:
+            raise ValueError(f"config slo_admission must be one of {', '.join(ADMISSION_MODES)}, "
+                             f"not {self.slo_admission!r}")
+        if self.slo_admission != "off" and not slo.has_target("ttft"):
+            raise ValueError("config slo_admission needs a ttft target in config slo, e.g. {\"ttft\": 400}")
+        for name, lo, hi in (("sjf_error_sigma", 0.0, 10.0), ("short_budget_share", 0.0, 0.95)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise ValueError(f"config {name} must be a number from {lo:g} to {hi:g}, not {v!r}")
 
 
 class Seq:
@@ -181,8 +214,15 @@ class VllmScheduler:
         self.max_model_len = int(max_model_len)
         self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
         self.caching = config.enable_prefix_caching
+        self.clock = 0.0  # the current step's start, set by the executor (SLO policies read it)
         self.waiting = make_policy(config.policy, aging=config.aging, tenant_cap=config.tenant_cap,
-                                   w_in=config.vtc_w_in, w_out=config.vtc_w_out)
+                                   w_in=config.vtc_w_in, w_out=config.vtc_w_out, config=config,
+                                   clock=lambda: self.clock)
+        self._split = bool(getattr(self.waiting, "splits_budget", False))  # short_long's budget share
+        self.admission = make_admission(config.slo_admission, config)
+        self.cost_model = None  # admission prices the work ahead with it (the executor's; else units)
+        self.deferred: list[Seq] = []
+        self.reject_reason = "queue limit"
         self.running: list[Seq] = []
         self.seqs: dict[str, Seq] = {}
         self.step = 0
@@ -206,11 +246,34 @@ class VllmScheduler:
         if ((c.max_queued_requests and len(self.waiting) >= c.max_queued_requests)
                 or (c.max_queued_tokens and self.queued_tokens() + req.prompt_len > c.max_queued_tokens)):
             seq.status = REJECTED
+            self.reject_reason = "queue limit"
             return seq
         if self.caching:
             seq.extend_hashes(c.block_size)
+        if self.admission is not None and self._slo_hopeless(seq):
+            if self.admission.name == "reject":
+                seq.status = REJECTED
+                self.reject_reason = "TTFT target cannot be met"
+            else:
+                seq.status = DEFERRED
+                self.deferred.append(seq)
+            return seq
         self.waiting.add(seq)
         return seq
+
+    def _slo_hopeless(self, seq: Seq) -> bool:
+        if self.cost_model is None:
+            from .cost import UnitsCost
+            self.cost_model = UnitsCost()
+        return self.admission.hopeless(self, seq, self.cost_model)
+
+    def _release_deferred(self) -> None:
+        """Deferred requests join the queue once nothing else waits (in arrival order)."""
+        for seq in self.deferred:
+            seq.status = WAITING
+            seq.queued_step = self.step
+            self.waiting.add(seq)
+        self.deferred = []
 
     def queued_tokens(self) -> int:
         return sum(s.num_tokens - s.num_computed for s in self.waiting)
@@ -218,7 +281,7 @@ class VllmScheduler:
     def has_requests(self) -> bool:
         # vLLM still calls schedule() once after requests finish, to tell the workers
         # (finished_req_ids), so that step is empty but not idle.
-        return bool(self.running) or len(self.waiting) > 0 or self._finished_pending
+        return bool(self.running) or len(self.waiting) > 0 or self._finished_pending or bool(self.deferred)
 
     # -- block allocation (KVCacheManager.allocate_slots) -------------------------
     def _allocate(self, seq: Seq, num_new: int, hits: list[int] = (), hit_tokens: int = 0,
@@ -304,8 +367,12 @@ class VllmScheduler:
     def schedule(self) -> StepPlan:
         self.step += 1
         self._finished_pending = False
+        if self.deferred and not len(self.waiting):
+            self._release_deferred()
         cfg, plan = self.cfg, StepPlan()
         budget = cfg.max_num_batched_tokens
+        # short_long: what long prefills may take this step (None: no cap)
+        long_left = self.waiting.long_token_cap(budget, self.running) if self._split else None
         # The long-prefill cap is decided once per step and spares a lone request.
         thr = cfg.long_prefill_token_threshold
         if not (thr > 0 and len(self.running) + len(self.waiting) > 1):
@@ -325,6 +392,9 @@ class VllmScheduler:
                 n = thr
             if n > budget:
                 n = budget
+            capped = long_left is not None and n > 1 and self.waiting.is_long(seq)
+            if capped and n > long_left:
+                n = long_left
             # (vLLM also caps at max_model_len - 1 - computed; a running request always has
             # num_tokens < max_model_len, since update() finishes it there, so that cap never binds)
             if n <= 0:
@@ -359,6 +429,8 @@ class VllmScheduler:
             seq.num_computed = before + n
             context += before + n
             budget -= n
+            if capped:
+                long_left -= n
             i += 1
 
         # 2. waiting requests, only if this step preempted nothing
@@ -381,6 +453,11 @@ class VllmScheduler:
                 if not cfg.enable_chunked_prefill and n > budget:
                     break
                 n = min(n, budget)
+                capped = long_left is not None and self.waiting.is_long(seq)
+                if capped:
+                    if long_left <= 0:
+                        break  # the rest of the budget is the short class's
+                    n = min(n, long_left)
                 if not self._allocate(seq, n, hits, hit_tokens, admission=True):
                     break  # head-of-line: nobody behind it is tried
                 self.waiting.remove(seq)
@@ -397,6 +474,8 @@ class VllmScheduler:
                 seq.num_computed = before + n
                 context += before + n
                 budget -= n
+                if capped:
+                    long_left -= n
 
         plan.entries = list(scheduled.values())
         return self._close_plan(plan, budget, context)

@@ -8,7 +8,6 @@ Each step's duration comes from a cost model; the trace's time unit is the model
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable, TextIO
@@ -17,6 +16,8 @@ import numpy as np
 
 from . import static, llamaslots  # noqa: F401  (each registers itself, in the order pages list them)
 from .cost import UnitsCost
+from .jsonout import dumps_strict
+from .limits import check_prompt_work
 from .registry import SCHEDULERS
 from .scheduler import SchedulerConfig, StepPlan
 from .trace import Trace, kv_table, table_from_columns
@@ -106,7 +107,9 @@ class Recorder:
         self.event(step, clock, r.id, "arrive", f"{r.prompt_len} prompt tokens")
         if seq.status == "rejected":
             d["rejected"] = True
-            self.event(step, clock, r.id, "reject", "queue limit")
+            self.event(step, clock, r.id, "reject", getattr(sched, "reject_reason", "queue limit"))
+        elif seq.status == "deferred":  # SLO admission: held aside, served when nothing else waits
+            self.event(step, clock, r.id, "defer", "TTFT target cannot be met")
         return seq
 
     def _extras(self, extras):
@@ -197,10 +200,14 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
     check_fits(workload, cfg, mml)
+    check_prompt_work(workload.requests, cfg.enable_prefix_caching)  # seconds, not hours, of token ids
     try:
         sched = SCHEDULERS[mode](cfg, mml)
     except KeyError:
         raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(SCHEDULERS)}") from None
+    slo_clock = hasattr(sched, "clock")  # SLO admission and EDF read the step's start time
+    if slo_clock:
+        sched.cost_model = cost
 
     arrivals = Arrivals(workload.requests)
     rec = Recorder(cfg.enable_prefix_caching, oracle_out)
@@ -221,6 +228,8 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
             clock = max(clock, arrivals.next_time())  # an idle engine waits for the next arrival
         step += 1
         pool.step = step
+        if slo_clock:
+            sched.clock = clock
         arrived = []
         for r in arrivals.due(step, clock):
             if rec.arrive(sched, r, step, clock, arrivals.timed).status == "rejected":
@@ -265,7 +274,7 @@ def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out):
         line = {"step": step, "arrived": arrived, "scheduled": {}, "computed_before": {}, "sampled": [],
                 "preempted": [], "finished": [], "free_blocks": pool.num_free,
                 "free_blocks_after_schedule": pool.num_free, "running": [], "waiting": [], "idle": True}
-        oracle_out.write(json.dumps(line) + "\n")
+        oracle_out.write(dumps_strict(line) + "\n")
 
 
 def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived, info, caching, oracle_out,
@@ -335,7 +344,7 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
                 "running": [s.id for s in sched.running], "waiting": [s.id for s in sched.waiting]}
         if caching:
             line["cached_free_blocks"] = pool.num_cached_free
-        oracle_out.write(json.dumps(line) + "\n")
+        oracle_out.write(dumps_strict(line) + "\n")
 
 
 def _request_rows(reqs, info: dict) -> dict:

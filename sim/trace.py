@@ -22,11 +22,13 @@ import gzip
 import io
 import json
 import math
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from .jsonout import dumps_strict, finite
 from .kvpool import ACQUIRE, EVICTED, HASHED, OP_NAMES, RELEASE
 
 FORMAT = "scheduler-lab-trace"
@@ -174,7 +176,8 @@ class Trace:
     def to_bytes(self) -> bytes:
         doc = {"format": FORMAT, "version": VERSION, "meta": self.meta,
                "tables": {name: _table_doc(getattr(self, name)) for name in TABLES}}
-        raw = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=_json_default).encode()
+        doc["meta"] = finite(self.meta)  # a NaN in meta (a metric the source could not say) is null, never NaN
+        raw = dumps_strict(doc, sort_keys=True, separators=(",", ":"), default=_json_default).encode()
         buf = io.BytesIO()
         with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz:
             gz.write(raw)
@@ -187,21 +190,45 @@ class Trace:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Trace":
         try:
-            raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+            raw = _gunzip(data) if data[:2] == b"\x1f\x8b" else data
             doc = json.loads(raw)
-        except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:
+        except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as e:
             raise ValueError(f"not a trace file (expected gzip-compressed JSON): {e}") from None
+        except RecursionError:
+            raise ValueError("not a trace file: its JSON nests lists or objects too deep") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ValueError("not a trace file: the 'format' field is missing or wrong")
-        if doc.get("version", 0) > VERSION:
-            raise ValueError(f"trace version {doc.get('version')} is newer than this program ({VERSION})")
-        tables = {name: _table_from_doc(name, doc["tables"].get(name)) for name in TABLES}
-        return cls(meta=doc.get("meta", {}), **tables)
+        version = doc.get("version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError("not a trace file: its 'version' is not a whole number")
+        if version > VERSION:
+            raise ValueError(f"trace version {version:,} is newer than this program ({VERSION})")
+        tables_doc, meta = doc.get("tables"), doc.get("meta", {})
+        if not isinstance(tables_doc, dict) or not isinstance(meta, dict):
+            raise ValueError("not a trace file: 'tables' and 'meta' must be JSON objects")
+        try:
+            tables = {name: _table_from_doc(name, tables_doc.get(name)) for name in TABLES}
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
+            # a damaged or hand-edited table: say which rule broke, not where in pandas it did
+            raise ValueError(f"not a trace file: a table does not have the layout Trace.save writes "
+                             f"({type(e).__name__})") from None
+        return cls(meta=meta, **tables)
 
     @classmethod
     def load(cls, path: str) -> "Trace":
         with open(path, "rb") as f:
             return cls.from_bytes(f.read())
+
+
+MAX_TRACE_UNZIPPED = 4 << 30   # a trace file unzips to at most 4 GiB (a zip bomb stops there)
+
+
+def _gunzip(data: bytes) -> bytes:
+    d = zlib.decompressobj(wbits=31)
+    out = d.decompress(data, MAX_TRACE_UNZIPPED)
+    if d.unconsumed_tail:
+        raise ValueError(f"it unzips to more than {MAX_TRACE_UNZIPPED >> 30} GiB")
+    return out
 
 
 def _json_default(o):

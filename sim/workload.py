@@ -9,7 +9,6 @@ against the scheduler (a module above this one).
 """
 from __future__ import annotations
 
-import json
 import random
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -17,8 +16,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .jsonout import dumps_strict
+from .limits import check_workload_doc, load_json
+
 VOCAB_SIZE = 32000
 MIN_TOKEN_ID = 10  # ids are drawn from [MIN_TOKEN_ID, VOCAB_SIZE); never the fake EOS (2)
+PROMPT_BLOCK_TOKENS = 512  # a prompt_blocks id names this many prompt tokens (Mooncake's block size)
 
 # vLLM's own defaults for the knobs a workload may leave out (the oracle's DEFAULT_CONFIG).
 DEFAULT_CONFIG = {
@@ -47,11 +50,15 @@ class Request:
     priority: int = 0
     prompt_seed: int | None = None  # requests sharing a seed share a prompt prefix
     prompt_token_ids: tuple[int, ...] | None = None
+    prompt_blocks: tuple[int, ...] | None = None  # ids of 512-token prompt blocks: equal ids, equal tokens
 
     def prompt_tokens(self) -> list[int]:
-        """The oracle's prompt ids: given ids, else a seeded stream (shared seed -> shared prefix)."""
+        """The oracle's prompt ids: given ids, else a seeded stream (shared seed -> shared prefix);
+        with prompt_blocks, each block's tokens come from its id (see block_prompt_tokens)."""
         if self.prompt_token_ids is not None:
             return list(self.prompt_token_ids)
+        if self.prompt_blocks is not None:
+            return block_prompt_tokens(self.prompt_blocks, self.prompt_len, self.id)
         seed = self.prompt_seed if self.prompt_seed is not None else (1 << 40) + zlib.crc32(self.id.encode())
         rng = random.Random(seed)
         return [rng.randrange(MIN_TOKEN_ID, VOCAB_SIZE) for _ in range(self.prompt_len)]
@@ -67,12 +74,15 @@ class Request:
             d["prompt_seed"] = self.prompt_seed
         if self.prompt_token_ids is not None:
             d["prompt_token_ids"] = list(self.prompt_token_ids)
+        if self.prompt_blocks is not None:
+            d["prompt_blocks"] = list(self.prompt_blocks)
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Request":
         ids = d.get("prompt_token_ids")
-        prompt_len = int(d["prompt_len"]) if "prompt_len" in d else len(ids or ())
+        prompt_len = (int(d["prompt_len"]) if "prompt_len" in d else len(ids) if ids is not None
+                      else len(d.get("prompt_blocks") or ()) * PROMPT_BLOCK_TOKENS)  # whole blocks, when not said
         if ids is not None and len(ids) != prompt_len:
             raise ValueError(f"request {d.get('id')}: prompt_len {prompt_len} but {len(ids)} prompt_token_ids")
         at = d.get("arrival_time")
@@ -83,7 +93,38 @@ class Request:
             tenant=str(d.get("tenant", "default")), priority=int(d.get("priority", 0)),
             prompt_seed=None if d.get("prompt_seed") is None else int(d["prompt_seed"]),
             prompt_token_ids=None if ids is None else tuple(int(t) for t in ids),
+            prompt_blocks=_block_ids(d),
         )
+
+
+def _block_ids(d: dict) -> tuple[int, ...] | None:
+    blocks = d.get("prompt_blocks")
+    if blocks is None:
+        return None
+    if not isinstance(blocks, list) or not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 1 << 63
+                                               for b in blocks):
+        raise ValueError(f"request {d.get('id')}: prompt_blocks must be a list of whole-number block ids, 0 or more")
+    return tuple(blocks)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on uint64s (wrapping arithmetic): a cheap, well-spread hash."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def block_prompt_tokens(blocks: Sequence[int], prompt_len: int, req_id: str) -> list[int]:
+    """Prompt ids for a request named by block ids: block b's tokens are a hash of (b, position),
+    so equal ids give equal tokens wherever they appear (a shared prefix for the prefix cache).
+    The last block may be cut short; tokens past the blocks are the request's own."""
+    bs = PROMPT_BLOCK_TOKENS
+    ids = np.asarray(list(blocks)[: -(-prompt_len // bs)], dtype=np.uint64)
+    keys = (ids[:, None] * np.uint64(bs) + np.arange(bs, dtype=np.uint64)).ravel()[:prompt_len]
+    if len(keys) < prompt_len:  # more prompt than blocks: keys of this request alone (top bit set)
+        own = np.uint64((1 << 63) | (zlib.crc32(req_id.encode()) << 31))
+        keys = np.concatenate([keys, own + np.arange(len(keys), prompt_len, dtype=np.uint64)])
+    return (MIN_TOKEN_ID + _mix64(keys) % np.uint64(VOCAB_SIZE - MIN_TOKEN_ID)).astype(np.int64).tolist()
 
 
 def output_token(req_id: str, index: int) -> int:
@@ -101,12 +142,13 @@ class Workload:
         return {"config": dict(self.config), "requests": [r.to_json() for r in self.requests]}
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=1)
+        return dumps_strict(self.to_json(), indent=1)
 
     @classmethod
     def from_json(cls, d: dict, name: str = "") -> "Workload":
         if not isinstance(d, dict) or not isinstance(d.get("requests"), list):
             raise ValueError("a workload is a JSON object with a 'requests' list (and an optional 'config')")
+        check_workload_doc(d)  # every field's type and range, named in plain words (sim/limits.py)
         reqs = [Request.from_json(r) for r in d["requests"]]
         ids = [r.id for r in reqs]
         if len(set(ids)) != len(ids):
@@ -118,8 +160,8 @@ class Workload:
 
     @classmethod
     def load(cls, path: str) -> "Workload":
-        with open(path) as f:
-            return cls.from_json(json.load(f), name=str(path))
+        with open(path, "rb") as f:
+            return cls.from_json(read_json(f.read()), name=str(path))
 
 
 # ---------------------------------------------------------------------------
@@ -204,13 +246,9 @@ def merged(*parts: Iterable[Request]) -> list[Request]:
 
 
 def read_json(data: bytes):
-    """A user's JSON file, decoded; ValueError with a plain message if it is not UTF-8 JSON."""
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the file is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    """A user's JSON file, decoded; ValueError with a plain message if it is not UTF-8 JSON, too
+    big or nested too deep (sim.limits.load_json)."""
+    return load_json(data)
 
 
 def effective_config(config: dict | None) -> dict:

@@ -109,7 +109,7 @@ def test_upload_a_workload_runs_it(at):
     (b"\x00\xff\xfe garbage \x01", "not UTF-8"),
     (b"{not json", "not valid JSON"),
     (b"[1, 2, 3]", "'requests' list"),
-    (b'{"requests": [{"id": "x"}]}', "missing a field"),
+    (b'{"requests": [{"id": "x"}]}', "has no prompt_len"),
     (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"bogus": 1}}', "bogus"),
     (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"policy": "nope"}}',
      "unknown policy"),
@@ -117,7 +117,7 @@ def test_upload_a_workload_runs_it(at):
      "max_num_seqs must be a whole number"),
     (b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2}], "config": {"block_size": "big"}}',
      "block_size must be a whole number"),
-    (b'{"requests": [{"id": "x", "prompt_len": "four", "max_tokens": 2}]}', "invalid literal"),
+    (b'{"requests": [{"id": "x", "prompt_len": "four", "max_tokens": 2}]}', "prompt_len of request x is 'four'"),
     (b'{"requests": []}', "no requests"),
 ])
 def test_bad_upload_shows_an_error(at, payload, message):
@@ -131,7 +131,8 @@ def test_bad_upload_shows_an_error(at, payload, message):
 
 def test_a_run_past_the_step_cap_is_an_error_not_a_hang(at):
     at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
-    far = b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2, "arrival_step": 100000000}]}'
+    # within the file limit on arrival steps (1,000,000), beyond the page's step cap (200,000)
+    far = b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2, "arrival_step": 300000}]}'
     at.file_uploader(key="pb_upload").upload("far.json", far, "application/json")
     at.run()
     assert not at.exception

@@ -27,7 +27,7 @@ def test_parse_a_scenario_file_round_trips():
     (b"\x00\xff\xfe", "not UTF-8"),
     (b"{not json", "not valid JSON"),
     (b"[1, 2]", "'requests' list"),
-    (b'{"requests": [{"id": "x"}]}', "missing a field"),
+    (b'{"requests": [{"id": "x"}]}', "request x has no prompt_len"),
     (b'{"requests": []}', "no requests"),
     (doc({"scheduler": "magic"}), "unknown scheduler 'magic'"),
     (doc({"bogus": 1}), "unknown config keys: bogus"),
@@ -38,7 +38,7 @@ def test_parse_a_scenario_file_round_trips():
     (doc({"num_gpu_blocks": True}), "num_gpu_blocks must be a whole number"),
     (doc({"enable_prefix_caching": "yes"}), "true or false"),
     (doc(requests=[ONE, ONE]), "duplicate request ids"),
-    (doc(requests=[{**ONE, "prompt_len": 0}]), "at least 1"),
+    (doc(requests=[{**ONE, "prompt_len": 0}]), "prompt_len of request x is 0; token counts must be whole numbers from 1"),
 ])
 def test_parse_rejects_with_a_plain_message(data, message):
     with pytest.raises(ValueError, match=message):

@@ -11,7 +11,9 @@ import re
 
 POLICY_LABELS = {"fcfs": "FCFS (vLLM default)", "priority": "Priority (vLLM)", "spf": "Shortest prompt first",
                  "sjf": "Shortest job first", "priority_aging": "Priority with aging",
-                 "round_robin": "Round-robin by tenant", "vtc": "Virtual Token Counter (fair share)"}
+                 "round_robin": "Round-robin by tenant", "vtc": "Virtual Token Counter (fair share)",
+                 "edf": "Earliest TTFT deadline first", "sjf_predicted": "Shortest job first (predicted length)",
+                 "short_long": "Short and long prompts apart"}
 SCHEDULER_LABELS = {"vllm": "vLLM v1 (continuous batching)", "static": "Static batching (request-level)",
                     "llama_slots": "llama-server slots"}
 

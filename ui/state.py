@@ -35,13 +35,14 @@ import no Streamlit state and are unit-tested.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import streamlit as st
 
+from sim.jsonout import dumps_strict
+from sim.limits import shown
 from sim.workload import read_json
 
 FORMAT = "scheduler-lab-settings"
@@ -83,23 +84,23 @@ class Setting:
         t = self.type
         if t is bool:
             if not isinstance(value, bool):
-                raise ValueError(f"{self.param} must be true or false, not {value!r}")
+                raise ValueError(f"{self.param} must be true or false, not {shown(value)}")
         elif t is int:
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{self.param} must be a whole number, not {value!r}")
+                raise ValueError(f"{self.param} must be a whole number, not {shown(value)}")
         elif t is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{self.param} must be a number, not {value!r}")
+                raise ValueError(f"{self.param} must be a number, not {shown(value)}")
             value = float(value)
         elif not isinstance(value, str):
-            raise ValueError(f"{self.param} must be text, not {value!r}")
+            raise ValueError(f"{self.param} must be text, not {shown(value)}")
         if self.choices and value not in self.choices:
-            raise ValueError(f"{self.param} must be one of {', '.join(map(str, self.choices))}, not {value!r}")
+            raise ValueError(f"{self.param} must be one of {', '.join(map(str, self.choices))}, not {shown(value)}")
         if self.bounds is not None and not self.bounds[0] <= value <= self.bounds[1]:
             lo, hi = self.bounds
-            raise ValueError(f"{self.param} must be from {lo:,} to {hi:,}, not {value!r}")
+            raise ValueError(f"{self.param} must be from {lo:,} to {hi:,}, not {shown(value)}")
         return value
 
     def parse(self, raw: str) -> Any:
@@ -122,7 +123,7 @@ class Setting:
                 value = raw
         except ValueError:
             kind = {bool: "true or false", int: "a whole number", float: "a number"}[t]
-            raise ValueError(f"{self.param} must be {kind}, not {raw!r}") from None
+            raise ValueError(f"{self.param} must be {kind}, not {shown(raw)}") from None
         return self.check(value)
 
     def encode(self, value: Any) -> str:
@@ -162,7 +163,7 @@ def settings_json(page: str, settings: Iterable[Setting], values: dict[str, Any]
     """The settings file: {"format", "page", "settings": {param: value}} (unset ones left out)."""
     doc = {"format": FORMAT, "page": page,
            "settings": {s.param: values[s.key] for s in settings if values.get(s.key) is not None}}
-    return (json.dumps(doc, indent=1) + "\n").encode()
+    return (dumps_strict(doc, indent=1) + "\n").encode()
 
 
 def parse_settings_json(data: bytes, page: str, settings: Iterable[Setting]) -> dict[str, Any]:

@@ -189,6 +189,7 @@ def prefetched_blocks(into, block: int, reader, scan, progress, total, done: int
                 if end:
                     guarded = reader.families is not LOOSE
                     buf = blocks.buf
+                    end = reader.strip(buf, end)   # the carry, after the old end, stays where it is
                     found, loadm = scan(buf, end, guarded)
                     blocks.next()   # the carry goes on in the next buffer; this one is the reader's
                     ready.put((n, notes[:], buf, end, (found, loadm, guarded)))

@@ -24,6 +24,7 @@ import pandas as pd
 from sim.trace import Trace, as_array, empty_table, table_from_columns
 
 from .machine import Task
+from .prefixes import ORIGIN_STYLE, STRIPPED, STYLE_NAMES, clock_from_prefix, origin_text, styles_seen
 
 SOURCE = "llama-server log"
 FINISH_REASONS = ("stop", "limit", "context", "cancelled", "error", "unknown")
@@ -113,7 +114,8 @@ def build_trace(rd) -> Trace:
     for t in kept:
         r = _reason(rd, t)
         reasons.append(r)
-        never_ran = t.finished and not t.launched
+        never_ran = t.finished and not t.launched and not t.midrun
+        cut_start = t.midrun and not t.began   # began before the log: what it did before is unknown
         # a task none of whose `next token` lines was read falls back to the server's count
         if rd.saw_tok and (t.n_gen or t.t_en is None):
             g = t.n_gen if (t.launched or t.finished or t.n_gen or t.fs_step is not None) else None
@@ -126,24 +128,33 @@ def build_trace(rd) -> Trace:
             p = prefill_by_req[t.key]
         elif t.key in rd.chunk_sums:
             p = rd.chunk_sums[t.key]
-        elif t.fs_step is not None:
+        elif t.fs_step is not None or cut_start:
             p = None                    # its chunks' sizes were never stated
         elif never_ran or (rd.saw_chunks and t.finished):
             p = 0
         else:
             p = t.t_pn
         proc.append(p)
-        c = t.cached if t.cached is not None else (0 if never_ran else None)
-        if c is None and None not in (t.rel_n, t.shifted, t.t_pn, t.t_en):
+        c = None if cut_start else t.cached if t.cached is not None else (0 if never_ran else None)
+        if c is None and not cut_start and None not in (t.rel_n, t.shifted, t.t_pn, t.t_en):
             # no chunk lines (-lv 3): at release the slot holds the cached prefix, the processed
             # prompt and every generated token but the last (never fed back), less what context
             # shifts dropped
             c = t.rel_n + t.shifted - t.t_pn - max(t.t_en - 1, 0)
         cached.append(c)
-    # unfinished tasks: nothing is known about their end
+    # unfinished tasks: nothing is known about their end; tasks that began before the log: their
+    # first chunk is the log's only when its `new prompt` line is, their first token when a chunk
+    # came before it
+    fs_step, fs_t, ft_step, ft_t = [], [], [], []
     for t in kept:
         if not t.finished:
             t.fin_step = None
+        known_fs = not t.midrun or t.began
+        known_ft = known_fs or (t.fs_step is not None and t.ft_step is not None and t.fs_step <= t.ft_step)
+        fs_step.append(t.fs_step if known_fs else None)
+        fs_t.append(t.fs_t if known_fs else None)
+        ft_step.append(t.ft_step if known_ft else None)
+        ft_t.append(t.ft_t if known_ft else None)
     tcol = (lambda v, st: v) if timed else (lambda v, st: None if st is None else float(st))
     rows = {
         "request": [t.key for t in kept], "tenant": ["default"] * len(kept), "priority": [0] * len(kept),
@@ -151,10 +162,10 @@ def build_trace(rd) -> Trace:
         "max_tokens": [t.max_tokens for t in kept],
         "arrival_step": [t.arr_step for t in kept],
         "arrival_time": [tcol(t.arr_t, t.arr_step) for t in kept],
-        "first_scheduled_step": [t.fs_step for t in kept],
-        "first_scheduled_time": [tcol(t.fs_t, None if t.fs_step is None else t.fs_step - 1) for t in kept],
-        "first_token_step": [t.ft_step for t in kept],
-        "first_token_time": [tcol(t.ft_t, t.ft_step) for t in kept],
+        "first_scheduled_step": fs_step,
+        "first_scheduled_time": [tcol(v, None if st is None else st - 1) for v, st in zip(fs_t, fs_step)],
+        "first_token_step": ft_step,
+        "first_token_time": [tcol(v, st) for v, st in zip(ft_t, ft_step)],
         "finish_step": [t.fin_step if t.finished else None for t in kept],
         "finish_time": [tcol(t.fin_t, t.fin_step) if t.finished else None for t in kept],
         "output_tokens": gen, "cached_tokens": cached,
@@ -167,10 +178,19 @@ def build_trace(rd) -> Trace:
         "server_prompt_n": int_array([t.t_pn for t in kept]),
         "server_predicted_n": int_array([t.t_en for t in kept]),
         "server_prompt_ms": np.array([t.t_pms for t in kept], dtype=float),   # None becomes NaN
-        "server_predicted_ms": np.array([t.t_ems for t in kept], dtype=float)})
-    # cross-check the rebuilt counts against the server's own timing lines
-    bad = [t.key for t, p in zip(kept, proc) if t.t_pn is not None and p is not None and p != t.t_pn]
-    bad += [t.key for t, g in zip(kept, gen) if t.t_en is not None and g is not None and g != t.t_en]
+        "server_predicted_ms": np.array([t.t_ems for t in kept], dtype=float),
+        # the log does not hold all of its lines: it began before the log, or runs past its end
+        "partial": np.array([t.midrun or not t.finished for t in kept], dtype=bool)})
+    began_before = sum(t.midrun for t in kept)
+    if began_before:
+        rd._warn(f"{began_before} task(s) began before the log does (no launch line): each is on the slot "
+                 f"its lines name, with the counts the log holds, marked partial")
+    # cross-check the rebuilt counts against the server's own timing lines (a task that began
+    # before the log has done more than the log shows)
+    bad = [t.key for t, p in zip(kept, proc) if t.t_pn is not None and p is not None and p != t.t_pn
+           and not t.midrun]
+    bad += [t.key for t, g in zip(kept, gen) if t.t_en is not None and g is not None and g != t.t_en
+            and not t.midrun]
     if bad:
         rd._warn(f"rebuilt token counts differ from the server's timing lines for task(s) "
                    f"{', '.join(sorted(set(bad))[:10])}")
@@ -206,6 +226,19 @@ def build_trace(rd) -> Trace:
                    "value for them (each run's own are in the table of server runs)")
     cfg["cont_batching"] = cb
     first = next((rr for rr in runs if rr["build"]), {"build": None, "build_number": None, "build_commit": None})
+    # the clock: the server's own timestamps, a collector's line prefix, or none (the model calls)
+    pre = rd.prefixes
+    by_prefix = timed and clock_from_prefix(pre)
+    if by_prefix:
+        clock = f"{STYLE_NAMES[int(pre[ORIGIN_STYLE])]} prefix"
+        origin = f"the first prefixed line, {origin_text(pre)}"
+    else:
+        clock = "server timestamps" if timed else "model-call index"
+        origin = "logger start" if timed else "model-call index"
+    if int(pre[STRIPPED]):
+        rd._warn(f"{int(pre[STRIPPED])} line(s) carry a foreign prefix ({', '.join(styles_seen(pre))}): each is "
+                 f"read after it" + ("; the server printed no timestamps of its own, so the prefix's times are "
+                                     "the clock" if by_prefix else ""))
     fmt = None
     if any(v is not None for v in rd.st_logged):
         fmt = "decoding batch, n_tokens = N (builds up to 2026-06)"
@@ -214,7 +247,7 @@ def build_trace(rd) -> Trace:
     meta = {
         "source": SOURCE, "name": rd.name, "build": first["build"], "build_number": first["build_number"],
         "build_commit": first["build_commit"], "time_unit": "ms" if timed else "steps",
-        "time_origin": "logger start" if timed else "model-call index",
+        "time_origin": origin, "clock": clock, "line_prefixes": styles_seen(pre),
         **cfg,
         "cont_batching_evidence": ("a batch mixed decode tokens and a prompt chunk" if cb else
                                    "prompts waited while other slots generated" if cb is False else

@@ -52,9 +52,16 @@ class Handlers:
         self.cfg["n_slots"] = int(m.group("nsl"))
 
     # ------------------------------------------------------------------ slot handlers
+    def _slot_task(self, m) -> Task:
+        """The task a slot line names, given the line's slot when it has none yet."""
+        t = self._task(int(m.group(G_TID)))
+        if t.slot is None:
+            self._slot_seen(t, int(m.group(G_SID)))
+        return t
+
     def _h_draft(self, m, data, s):
         self._implicit_open()
-        t = self._task(int(m.group(G_TID)))
+        t = self._slot_task(m)
         t.n_dec += 1
         self._entry(t, int(m.group(G_SID)), "decode", 1 + int(m.group("draft_d")), int(m.group("draft_p")), True)
 
@@ -71,11 +78,11 @@ class Handlers:
         self._chunk_start(self._task(tid), int(m.group(2)), int(m.group("kvrm_x")), data, s)
 
     def _h_prog(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         self._resolve(t, int(m.group("prog_p")))
 
     def _h_pdone(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         p = int(m.group("pdone_p"))
         i = t.pend_idx
         self._resolve(t, p)
@@ -99,7 +106,7 @@ class Handlers:
                         f"{p} prompt tokens in the slot")
 
     def _h_isamp(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         total = int(m.group("isamp_t"))
         i = t.pend_idx
         self._resolve(t, total)
@@ -109,7 +116,8 @@ class Handlers:
         self._prompt_done(t, total, data, s)
 
     def _h_newp(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
+        t.began = True   # its prompt starts here: its first chunk and cached prefix are in the log
         n = int(m.group("newp_n"))
         t.prompt_len = n
         if t.prompt_sent is None:
@@ -119,7 +127,7 @@ class Handlers:
             self.cfg["n_ctx_slot"] = int(m.group("newp_c"))
 
     def _h_stop(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         t.stop = STOP_MAP.get(m.group("stop_k"), "stop")
         np_ = m.group("stop_np")
         if np_ is not None and t.max_tokens is None and int(np_) >= 0:
@@ -129,7 +137,7 @@ class Handlers:
         tid = int(m.group(3))
         if tid < 0:
             return
-        t = self._task(tid)
+        t = self._slot_task(m)
         n = int(m.group("rel_n"))
         if t.pend_idx >= 0:
             self._resolve(t, n)
@@ -143,12 +151,13 @@ class Handlers:
         if tid < 0:
             return
         t = self._task(tid)
-        if t.launched and t.finished:   # the same id again: a new task
+        if (t.launched or t.midrun) and t.finished:   # the same id again: a new task
             del self.cur_tasks[tid]
             t = self._task(tid)
         if t.launched:
             return
-        t.launched = True
+        t.launched = t.began = True
+        t.midrun = False
         t.slot = int(m.group(2))
         t.adm_step = self.n_steps + 1
         t.adm_t = self._ts(data, s)
@@ -177,7 +186,7 @@ class Handlers:
                 t.max_tokens = int(mp.group(1))
 
     def _h_cshift(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         if t.shifted is not None:
             t.shifted += max(int(m.group("cs_d")), 0)
         self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "context_shift",
@@ -185,7 +194,7 @@ class Handlers:
                     f"n_discard = {m.group('cs_d').decode()}")
 
     def _h_trunc(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         n = int(m.group("tr_n"))
         t.truncated = True
         t.shifted = None
@@ -194,7 +203,7 @@ class Handlers:
         t.prompt_len = n
 
     def _h_full(self, m, data, s):
-        t = self._task(int(m.group(3)))
+        t = self._slot_task(m)
         self._event(self.n_steps + (1 if self.phase == 1 else 0), self._ts(data, s), t.key, "cache_hit",
                     "whole prompt cached; the last token is evaluated again")
 
@@ -202,7 +211,7 @@ class Handlers:
         tid = int(m.group(3))
         if tid < 0:
             return
-        t = self._task(tid)
+        t = self._slot_task(m)
         t.t_pn = int(m.group("pt_n"))
         t.t_pms = float(m.group("pt_ms"))
 
@@ -210,7 +219,7 @@ class Handlers:
         tid = int(m.group(3))
         if tid < 0:
             return
-        t = self._task(tid)
+        t = self._slot_task(m)
         t.t_en = int(m.group("et_n"))
         t.t_ems = float(m.group("et_ms"))
 
@@ -220,7 +229,7 @@ class Handlers:
         tid = int(m.group(3))
         if tid < 0:
             return
-        t = self._task(tid)
+        t = self._slot_task(m)
         t.t_pn = int(m.group("th_pn"))
         t.t_pms = float(m.group("th_pms"))
         t.t_en = int(m.group("th_en"))
@@ -233,6 +242,9 @@ class Handlers:
         e = m.end()
         msg = data[e:e + 40].lstrip(b" ")
         if not msg or msg.startswith(IGNORED_SLOT):
+            tid = int(m.group(G_TID))
+            if tid >= 0:   # a known line, ignored, still names its task and slot (not an unknown one)
+                self._named(tid, int(m.group(G_SID)))
             return
         self._unparsed(data, s)
 
@@ -317,6 +329,7 @@ class Handlers:
             del self.cur_tasks[tid]
             t = self._task(tid)
         t.arr_step = self.n_steps
+        t.began = True
         t.arr_t = self._ts(data, s)
         t.waiting = True
         self.waiting += 1

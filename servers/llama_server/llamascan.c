@@ -17,7 +17,9 @@
  * - the scan resumes after a claimed record's end, as re.finditer does; after a SLOW candidate it
  *   resumes after the literal, and Python drops candidates inside the span the regex matched;
  * - ts is the `M.SS.mmm.uuu L ` prefix in ms, computed with the same double operations as
- *   the reader's _ts (scan.py) in its common case, or -1 where that needs Python (colours, odd digits, none).
+ *   the reader's _ts (scan.py) and lines.TS (minutes of 1-6 digits), or -1 where that needs Python
+ *   (colours, odd digits, none);
+ * - llamastrip (at the end) takes collectors' line prefixes off a block first, as prefixes.py does.
  *
  * Build: cc -O2 -shared -fPIC -ffp-contract=off (native.py does it once and caches the .so).
  */
@@ -87,10 +89,23 @@ static int guard_ok(const uint8_t *d, int64_t p) {
 static double stamp(const uint8_t *d, int64_t s) {
     if (s < 15 || d[s - 1] != ' ' || d[s - 3] == 'm') return -1.0;
     const uint8_t *g = d + s - 15;
-    if (g[1] != '.' || g[4] != '.' || g[8] != '.' || !digit(g[0]) || (s > 15 && digit(d[s - 16]))) return -1.0;
+    if (g[1] != '.' || g[4] != '.' || g[8] != '.' || !digit(g[0])) return -1.0;
     static const int at[] = {2, 3, 5, 6, 7, 9, 10, 11};
     for (int i = 0; i < 8; i++)
         if (!digit(g[at[i]])) return -1.0;   /* float() would take " 5", "+5", "1_0": Python decides */
+    if (s > 15 && digit(d[s - 16])) {
+        /* minutes of more than one digit: lines.TS's search (at most 6, the last ones, from s - 32 on)
+           and lines.prefix_ms's operations */
+        if (d[s - 2] < 'A' || d[s - 2] > 'Z') return -1.0;
+        int64_t lo = s > 32 ? s - 32 : 0, q = s - 15;
+        while (q > lo && digit(d[q - 1]) && s - 14 - q < 6) q--;
+        int64_t minutes = 0;
+        for (int64_t k = q; k <= s - 15; k++) minutes = minutes * 10 + (d[k] - '0');
+        int64_t sec = (g[2] - '0') * 10 + (g[3] - '0');
+        double ms = (double)((g[5] - '0') * 100 + (g[6] - '0') * 10 + (g[7] - '0'));
+        double us = (double)((g[9] - '0') * 100 + (g[10] - '0') * 10 + (g[11] - '0'));
+        return (double)(minutes * 60 + sec) * 1000.0 + ms + us * 0.001;
+    }
     double sec = (double)((g[2] - '0') * 10 + (g[3] - '0'));
     double ms = (double)((g[5] - '0') * 100 + (g[6] - '0') * 10 + (g[7] - '0'));
     double us = (double)((g[9] - '0') * 100 + (g[10] - '0') * 10 + (g[11] - '0'));
@@ -355,4 +370,189 @@ int64_t llamagates(const uint8_t *d, int64_t end, int64_t cap, int64_t *ls, int6
     ng[0] = cnt[0];
     ng[1] = cnt[1];
     return cnt[0] + cnt[1];
+}
+
+/* ------------------------------------------------------------------ prefixes of collectors
+ * llamastrip: prefixes.strip_block (the reference, and where the prefixes are described) in C.
+ * It takes the recognised prefixes off every line of d[0:end] (d[0] is a line end, d[0:end] ends
+ * with one) in place and returns the end of the text left; st is the state both update:
+ * mode, has_origin, origin_us, origin_style, styles, stripped. Lines without a prefix cost one
+ * memchr and a look at their first byte. */
+enum { UNDECIDED = 0, SERVER_CLOCK = 1, PREFIX_CLOCK = 2 };
+enum { S_RFC3339 = 1, S_JOURNALD = 2, S_PID = 4, S_SPACE = 8 };
+#define DAY_US 86400000000LL
+
+static int two(const uint8_t *d, int64_t p, int64_t le, int *v) {
+    if (p + 2 > le || !digit(d[p]) || !digit(d[p + 1])) return 0;
+    *v = (d[p] - '0') * 10 + (d[p + 1] - '0');
+    return 1;
+}
+
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t dd) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + dd - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* ".f{1,maxd}" (optional): the fraction as microseconds; returns the position after it, -1 when
+   the dot has no digits or more than maxd */
+static int64_t fraction(const uint8_t *d, int64_t p, int64_t le, int maxd, int64_t *us) {
+    *us = 0;
+    if (p >= le || d[p] != '.') return p;
+    int64_t q = p + 1, n = 0, v = 0;
+    while (q < le && digit(d[q])) { if (n < 6) v = v * 10 + (d[q] - '0'); n++; q++; }
+    if (n == 0 || n > maxd) return -1;
+    for (int64_t k = n; k < 6; k++) v *= 10;
+    *us = v;
+    return q;
+}
+
+/* an RFC 3339 time and its space at p: the position after it (0: none, -1: out of range) */
+static int64_t rfc3339(const uint8_t *d, int64_t p, int64_t le, int64_t *t_us) {
+    int y1, y2, mo, dd, h, mi, s, zh = 0, zm = 0, sign = 0;
+    if (!two(d, p, le, &y1) || !two(d, p + 2, le, &y2) || p + 19 > le || d[p + 4] != '-'
+        || !two(d, p + 5, le, &mo) || d[p + 7] != '-' || !two(d, p + 8, le, &dd) || d[p + 10] != 'T'
+        || !two(d, p + 11, le, &h) || d[p + 13] != ':' || !two(d, p + 14, le, &mi) || d[p + 16] != ':'
+        || !two(d, p + 17, le, &s)) return 0;
+    int64_t frac, q = fraction(d, p + 19, le, 9, &frac);
+    if (q < 0 || q >= le) return 0;
+    if (d[q] == 'Z') q++;
+    else if (d[q] == '+' || d[q] == '-') {
+        sign = d[q] == '+' ? 1 : -1;
+        if (!two(d, q + 1, le, &zh) || q + 3 >= le || d[q + 3] != ':' || !two(d, q + 4, le, &zm)) return 0;
+        q += 6;
+    } else return 0;
+    if (q >= le || d[q] != ' ') return 0;
+    if (mo < 1 || mo > 12 || dd < 1 || dd > 31 || h > 23 || mi > 59 || s > 60 || zh > 23 || zm > 59) return -1;
+    int64_t off = (int64_t)(zh * 3600 + zm * 60) * sign;
+    *t_us = (days_from_civil(y1 * 100 + y2, mo, dd) * 86400 + h * 3600 + mi * 60 + s - off) * 1000000 + frac;
+    return q + 1;
+}
+
+static const int CUM_DAYS[12] = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
+
+/* journald's `Mon DD HH:MM:SS[.ffffff] host ident[pid]: ` at p (0: none, -1: out of range) */
+static int64_t journald(const uint8_t *d, int64_t p, int64_t le, int64_t *t_us) {
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    if (p + 16 > le) return 0;
+    int mon = -1;
+    for (int i = 0; i < 12; i++)
+        if (memcmp(d + p, months + 3 * i, 3) == 0) { mon = i; break; }
+    int d2, h, mi, s;
+    if (mon < 0 || d[p + 3] != ' ' || !(d[p + 4] == ' ' || digit(d[p + 4])) || !digit(d[p + 5]) || d[p + 6] != ' '
+        || !two(d, p + 7, le, &h) || d[p + 9] != ':' || !two(d, p + 10, le, &mi) || d[p + 12] != ':'
+        || !two(d, p + 13, le, &s)) return 0;
+    d2 = (d[p + 4] == ' ' ? 0 : d[p + 4] - '0') * 10 + (d[p + 5] - '0');
+    int64_t frac, q = fraction(d, p + 15, le, 6, &frac);
+    if (q < 0 || q >= le || d[q] != ' ') return 0;
+    int64_t a = ++q;   /* host: 1-64 bytes, no space */
+    while (q < le && d[q] != ' ') q++;
+    if (q == a || q - a > 64 || q >= le) return 0;
+    a = ++q;           /* identifier: 1-64 bytes, none of " [:" */
+    while (q < le && d[q] != ' ' && d[q] != '[' && d[q] != ':') q++;
+    if (q == a || q - a > 64 || q >= le) return 0;
+    if (d[q] == '[') {
+        int64_t b = ++q;
+        while (q < le && digit(d[q])) q++;
+        if (q == b || q - b > 10 || q >= le || d[q] != ']') return 0;
+        q++;
+    }
+    if (q + 2 > le || d[q] != ':' || d[q + 1] != ' ') return 0;
+    if (d2 < 1 || d2 > 31 || h > 23 || mi > 59 || s > 60) return -1;
+    *t_us = ((int64_t)(CUM_DAYS[mon] + d2 - 1) * 86400 + h * 3600 + mi * 60 + s) * 1000000 + frac;
+    return q + 2;
+}
+
+/* the server's own `M.SS.mmm.uuu L ` (minutes: 1-6 digits) at p */
+static int server_ts(const uint8_t *d, int64_t p, int64_t le) {
+    int64_t q = p;
+    while (q < le && digit(d[q]) && q - p < 7) q++;
+    if (q == p || q - p > 6 || q + 14 > le) return 0;
+    const uint8_t *g = d + q;
+    return g[0] == '.' && digit(g[1]) && digit(g[2]) && g[3] == '.' && digit(g[4]) && digit(g[5]) && digit(g[6])
+        && g[7] == '.' && digit(g[8]) && digit(g[9]) && digit(g[10]) && g[11] == ' ' && g[12] >= 'A' && g[12] <= 'Z'
+        && g[13] == ' ';
+}
+
+static int family_at(const uint8_t *d, int64_t p, int64_t le) {
+    return has(d, le, p, LIT("slot ")) || has(d, le, p, LIT("srv  ")) || has(d, le, p, LIT("que  "));
+}
+
+int64_t llamastrip(uint8_t *d, int64_t end, int64_t *st) {
+    int64_t mode = st[0], has_origin = st[1], origin = st[2], ostyle = st[3], styles = st[4], stripped = st[5];
+    int64_t w = 1, ls = 1;   /* write position; the line being read starts at ls */
+    while (ls < end) {
+        const uint8_t *nl = memchr(d + ls, '\n', (size_t)(end - ls));
+        int64_t le = nl ? nl - d : end;   /* the line's end (its '\n') */
+        int64_t next = nl ? le + 1 : end;
+        uint8_t c = d[ls];
+        int64_t pe = ls, t_us = 0;
+        int outer = 0, flags = 0, bad = 0;
+        if (digit(c) || (c >= 'A' && c <= 'Z') || c == '[' || c == ' ') {
+            int64_t q;
+            if (digit(c) && (q = rfc3339(d, ls, le, &t_us)) != 0) {
+                if (q < 0) bad = 1; else { outer = S_RFC3339; pe = q; }
+            } else if (c >= 'A' && c <= 'Z' && (q = journald(d, ls, le, &t_us)) != 0) {
+                if (q < 0) bad = 1;
+                else {
+                    outer = S_JOURNALD; pe = q;
+                    if (has_origin && ostyle == S_JOURNALD && t_us < origin - 182 * DAY_US) t_us += 365 * DAY_US;
+                }
+            }
+            if (!bad && pe < le && d[pe] == '[') {   /* [pid] */
+                int64_t b = pe + 1;
+                q = b;
+                while (q < le && digit(d[q]) && q - b <= 10) q++;
+                if (q > b && q - b <= 10 && q + 1 < le && d[q] == ']' && d[q + 1] == ' ') { flags |= S_PID; pe = q + 2; }
+            }
+            if (!bad && pe < le && d[pe] == ' ' && (family_at(d, pe + 1, le) || server_ts(d, pe + 1, le))) {
+                flags |= S_SPACE;
+                pe++;
+            }
+        }
+        if (bad || pe == ls) {   /* no prefix: the line as it is */
+            if (w != ls) memmove(d + w, d + ls, (size_t)(next - ls));
+            w += next - ls;
+            ls = next;
+            continue;
+        }
+        styles |= outer | flags;
+        stripped++;
+        if (outer && !has_origin) { has_origin = 1; origin = t_us; ostyle = outer; }
+        char synth[32];
+        int slen = 0;
+        if (family_at(d, pe, le)) {
+            if (outer && mode == UNDECIDED) mode = PREFIX_CLOCK;
+            int64_t rel = t_us - origin;
+            if (mode == PREFIX_CLOCK && outer == ostyle && rel >= 0 && rel / 60000000 <= 999999) {
+                int64_t minutes = rel / 60000000, r = rel % 60000000;
+                char digs[8];
+                int nd = 0;
+                do { digs[nd++] = (char)('0' + minutes % 10); minutes /= 10; } while (minutes);
+                while (nd) synth[slen++] = digs[--nd];
+                int64_t sec = r / 1000000, ms = r / 1000 % 1000, us = r % 1000;
+                synth[slen++] = '.';
+                synth[slen++] = (char)('0' + sec / 10); synth[slen++] = (char)('0' + sec % 10);
+                synth[slen++] = '.';
+                synth[slen++] = (char)('0' + ms / 100); synth[slen++] = (char)('0' + ms / 10 % 10);
+                synth[slen++] = (char)('0' + ms % 10);
+                synth[slen++] = '.';
+                synth[slen++] = (char)('0' + us / 100); synth[slen++] = (char)('0' + us / 10 % 10);
+                synth[slen++] = (char)('0' + us % 10);
+                synth[slen++] = ' '; synth[slen++] = 'I'; synth[slen++] = ' ';
+            }
+        } else if (outer && mode == UNDECIDED && server_ts(d, pe, le)) {
+            mode = SERVER_CLOCK;
+        }
+        /* the synthesized prefix is never longer than the time it replaces (>= 21 bytes) */
+        memcpy(d + w, synth, (size_t)slen);
+        w += slen;
+        memmove(d + w, d + pe, (size_t)(next - pe));
+        w += next - pe;
+        ls = next;
+    }
+    st[0] = mode; st[1] = has_origin; st[2] = origin; st[3] = ostyle; st[4] = styles; st[5] = stripped;
+    return w;
 }

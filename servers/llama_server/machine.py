@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .lines import K_MATCH, record
 from .native import K_DBATCH, K_DEC, K_EFF, K_IGN_SLOT, K_IGN_SRV, K_POST, K_RUNS, K_SLOW_SLOT, K_TOK, K_YDONE
+from .prefixes import clock_from_prefix
 from .scan import MAX_EXAMPLES
 
 
@@ -23,7 +24,7 @@ class Task:
                  "ft_step", "ft_t", "fin_step", "fin_t", "prompt_len", "prompt_sent", "n_keep", "cached",
                  "max_tokens", "n_gen", "n_dec", "stop", "error", "cancelled", "launched", "finished",
                  "waiting", "pend_idx", "pend_x", "t_pn", "t_pms", "t_en", "t_ems", "fin_ev", "deferred",
-                 "truncated", "seen_order", "pdone", "rel_n", "shifted")
+                 "truncated", "seen_order", "pdone", "rel_n", "shifted", "midrun", "began")
 
     def __init__(self, key: str, task: int, run: int):
         self.key, self.task, self.run = key, task, run
@@ -45,6 +46,8 @@ class Task:
         self.pdone = False   # its prompt_done event was made
         self.rel_n = None    # the slot's tokens at release (`stop processing`)
         self.shifted = 0     # tokens dropped by context shifts; None when the prompt was cut
+        self.midrun = False  # a slot line named it before any launch line: it began before the log
+        self.began = False   # the log holds its arrival, launch or `new prompt` line
 
 
 class StateMachine:
@@ -69,6 +72,8 @@ class StateMachine:
                 if s < slot_end:
                     continue
                 t = cur.get(b) or self._task(b)
+                if t.slot is None:
+                    self._slot_seen(t, a)
                 self.saw_tok = True
                 if c > t.n_gen:
                     t.n_gen = c
@@ -87,7 +92,7 @@ class StateMachine:
                 t = cur.get(b) or self._task(b)
                 t.n_dec += 1
                 if t.slot is None:
-                    t.slot = a
+                    self._slot_seen(t, a)
                 b_step.append(self.n_steps + 1)
                 b_req.append(t.key)
                 b_slot.append(a)
@@ -144,6 +149,10 @@ class StateMachine:
             elif k == K_IGN_SLOT:
                 if s < slot_end:
                     continue
+                if b >= 0:   # a line the reader ignores still names its task and slot
+                    t = cur.get(b)
+                    if t is None or t.slot is None:
+                        self._named(b, a)
             elif k == K_IGN_SRV:
                 if s < srv_end:
                     continue
@@ -197,6 +206,10 @@ class StateMachine:
         self.dec_after = None   # the next run may be another build
         self.run += 1
         self.run_first_step = self.n_steps + 1
+        if clock_from_prefix(self.prefixes):   # a collector's clock runs on over restarts
+            self._warn("the log holds more than one server run (restart or concatenated logs): task ids of "
+                       "later runs are prefixed with the run number")
+            return
         if self.last_t is not None:
             self.t_offset = self.last_t
         self._warn("the log holds more than one server run (restart or concatenated logs): task ids of "
@@ -218,6 +231,19 @@ class StateMachine:
             self.tasks[key] = t
             self.cur_tasks[tid] = t
         return t
+
+    def _slot_seen(self, t: Task, slot: int) -> None:
+        """A slot line names task t and it has no slot yet: the slot is the line's. Without a launch
+        line before it, the task began before the log did (a rotated log, `tail`, a paste)."""
+        t.slot = slot
+        if not t.launched:
+            t.midrun = True
+
+    def _named(self, tid: int, slot: int) -> None:
+        """A slot line the reader otherwise ignores names task tid on a slot."""
+        t = self.cur_tasks.get(tid) or self._task(tid)
+        if t.slot is None:
+            self._slot_seen(t, slot)
 
     def _event(self, step, t, req: str, kind: str, detail: str = "") -> int:
         self.e_step.append(step)
@@ -344,7 +370,7 @@ class StateMachine:
         self._implicit_open()
         self.saw_chunks = True
         if t.slot is None:
-            t.slot = slot
+            self._slot_seen(t, slot)
         if t.pend_idx >= 0:
             self._resolve(t, x)
         if t.fs_step is None:

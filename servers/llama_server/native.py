@@ -9,6 +9,7 @@ this user alone can write are loaded. SCHEDLAB_NATIVE=0 turns it off.
     scan = llamascan()            # None when unavailable; why_unavailable() says why
     records, loadm = scan(data, end, guarded)     # rows(records) -> (kind, start, a, b, c, e, ts)
     build_lines, llama_lines = llamagates()(data, end)   # the start-up lines' candidates
+    end = llamastrip()(buf, end, state)  # collectors' line prefixes off (prefixes.strip_block)
 """
 from __future__ import annotations
 
@@ -121,6 +122,10 @@ def _load():
                 gates.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, p, p, p]
                 gates.restype = ctypes.c_int64
                 _state["gates"] = _wrap_gates(gates)
+                strip = lib.llamastrip
+                strip.argtypes = [ctypes.c_void_p, ctypes.c_int64, p]
+                strip.restype = ctypes.c_int64
+                _state["strip"] = _wrap_strip(strip)
         _state["scan"] = _wrap(fn) if fn is not None else None
         return _state["scan"]
 
@@ -164,6 +169,19 @@ def _wrap_gates(fn):
         h = cap // 2
         return [list(zip(ls[g * h:g * h + ng[g]].tolist(), le[g * h:g * h + ng[g]].tolist())) for g in (0, 1)]
     return gates
+
+
+def _wrap_strip(fn):
+    def strip(buf: bytearray, end: int, state: np.ndarray) -> int:
+        """prefixes.strip_block in C: buf (a bytearray) changed in place, state updated."""
+        return fn(_pointer(buf), end, state.ctypes.data)
+    return strip
+
+
+def llamastrip():
+    """strip(buf, end, state) -> the end of the text left, or None."""
+    llamascan()
+    return _state.get("strip")
 
 
 def llamagates():

@@ -11,6 +11,7 @@ from .build import build_trace
 from .handlers import Handlers
 from .lines import QUE, SLOT, SRV
 from .machine import StateMachine, Task
+from .prefixes import new_state
 from .scan import Scanning
 
 
@@ -33,13 +34,14 @@ class LlamaLogReader(Scanning, StateMachine, Handlers):
                  "iter_pos", "it_dec", "it_pre", "wait_prompt", "fail_pending", "implicit_opens",
                  "abandoned", "headless_calls", "batch_checked", "batch_mismatch", "mixed_batches",
                  "nocb_evidence", "saw_tok", "saw_chunks", "dec_after", "chunk_sums", "records", "e_step",
-                 "e_time", "e_req", "e_kind", "e_detail", "handlers")
+                 "e_time", "e_req", "e_kind", "e_detail", "handlers", "prefixes")
 
     def __init__(self, name: str = "", native: bool = True):
         self.name = name
         self.native = native   # use the C tokenizer when it can be built (same records, same Trace)
         self.blocks = Blocks(self._warn)
         self.families = (SLOT, SRV, QUE)
+        self.prefixes = new_state()   # collectors' line prefixes: what was seen and decided (prefixes.py)
         self.nbytes = 0
         self.nlines = 0
         self.warnings: list[str] = []
@@ -172,7 +174,7 @@ class LlamaLogReader(Scanning, StateMachine, Handlers):
                        "llama-server with -v to log every batch; only per-task figures are shown")
         if not self.records and self.nlines:
             self.unparsed = self.nlines
-        live = [t for t in self.tasks.values() if not t.finished and (t.launched or t.waiting)]
+        live = [t for t in self.tasks.values() if not t.finished and (t.launched or t.waiting or t.midrun)]
         if live:
             self._warn(f"{len(live)} task(s) had not finished when the log ends")
         return build_trace(self)
@@ -187,6 +189,13 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
     progress(bytes_read, total_bytes_or_None) is called after every block.
     Bad content never raises; problems are listed in trace.meta["warnings"]. A path that
     cannot be opened raises OSError."""
+    # builds of 2024 print other lines (`slot 0 is processing [task id: 0]`, `INFO [update_slots]
+    # ... | key=value`, --log-format json): legacy.py, told apart by the first lines; imported
+    # here because it builds on this module
+    from .legacy import legacy_plan, read_legacy_log
+    source, legacy = legacy_plan(source)
+    if legacy is not None:
+        return read_legacy_log(source, legacy, progress=progress, name=name or "", native=native)
     reader = LlamaLogReader(name=name or "", native=native)
     if isinstance(source, (str, os.PathLike)) and not (isinstance(source, str) and "\n" in source
                                                         and not os.path.exists(source)):

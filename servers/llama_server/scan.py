@@ -3,8 +3,9 @@
 Per block, the C tokenizer (native.llamascan) finds the candidates and parses the frequent
 records; without it the three regexes of lines.py find them all. Either way the records go, in
 the order they start, to the state machine (StateMachine._apply). Start-up lines (build, context
-parameters) are looked for only where a server starts. A log whose lines sit behind a foreign
-prefix (journald, docker) is rescanned with the unguarded regexes.
+parameters) are looked for only where a server starts. The prefixes collectors put before lines
+(docker, kubectl, journald, LM Studio: prefixes.py) are taken off each line of a block first; a
+log whose lines sit behind a prefix of another kind is rescanned with the unguarded regexes.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from itertools import islice
 
 import numpy as np
 
-from . import native
+from . import native, prefixes
 from .lines import LOOSE, SEC, SEC_CORE, SEC_GATES, SEC_LLAMA, START, TS, TS_COLOURED, prefix_ms, record
 from .native import K_SLOW_QUE, K_SLOW_SLOT, K_SLOW_SRV, K_YDONE
 
@@ -47,6 +48,13 @@ class Scanning:
             self._scan(self.blocks.buf, end)
         self.blocks.next()
 
+    def strip(self, buf: bytearray, end: int) -> int:
+        """Take the collectors' prefixes off the lines of buf[:end] (in place): the new end."""
+        fn = native.llamastrip() if self.native else None
+        if fn is None:
+            return prefixes.strip_block(buf, end, self.prefixes)
+        return fn(buf, end, self.prefixes)
+
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings and len(self.warnings) < 50:
             self.warnings.append(msg)
@@ -63,7 +71,11 @@ class Scanning:
     def _scan(self, data: bytes, end: int, scanned=None) -> None:
         """Read the records in data[:end]: data starts with a line end (not part of the log) and
         data[:end] ends with one. scanned: the C tokenizer's (records, loadm, guarded) for it, made
-        ahead by the prefetching thread."""
+        ahead by the prefetching thread (which took the prefixes off too)."""
+        if scanned is None:
+            if type(data) is not bytearray:
+                data = bytearray(data)
+            end = self.strip(data, end)
         self._read_block(data, end, scanned)
         if not self.records:   # lines count only while no record came: a log without any is all unparsed
             self.nlines += data.count(b"\n", 0, end) - 1

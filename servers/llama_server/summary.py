@@ -48,13 +48,14 @@ def int_or_none(v):
 
 
 def summary(trace: Trace) -> dict:
-    """The CLI's summary object: build, batches, tasks [{task, slot, prompt_tokens,
-    cached_tokens, generated_tokens, finish}], unparsed_lines."""
+    """The CLI's summary object: build, clock, batches, tasks [{task, slot, prompt_tokens,
+    cached_tokens, generated_tokens, finish, partial}], unparsed_lines. A partial task is one whose
+    lines the log does not all hold (it began before the log, or runs past its end)."""
     r = trace.requests
     tasks = []
     if len(r):
         cols = {c: r[c].tolist() for c in ("slot", "prompt_tokens", "cached_tokens", "output_tokens",
-                                           "finish_reason", "task", "request") if c in r.columns}
+                                           "finish_reason", "task", "request", "partial") if c in r.columns}
         for i in range(len(r)):
             task = int_or_none(cols["task"][i]) if "task" in cols else None
             tasks.append({
@@ -64,8 +65,10 @@ def summary(trace: Trace) -> dict:
                 "cached_tokens": int_or_none(cols["cached_tokens"][i]),
                 "generated_tokens": int_or_none(cols["output_tokens"][i]),
                 "finish": cols["finish_reason"][i] or "unknown",
+                "partial": bool(cols["partial"][i]) if "partial" in cols else False,
             })
-    return {"build": trace.meta.get("build"), "batches": int(len(trace.steps)), "tasks": tasks,
+    return {"build": trace.meta.get("build"), "clock": trace.meta.get("clock"),
+            "batches": int(len(trace.steps)), "tasks": tasks,
             "unparsed_lines": int(trace.meta.get("unparsed_lines", 0))}
 
 

@@ -98,6 +98,17 @@ def _settings(s) -> dict:
     }
 
 
+def _finite(obj):
+    """obj with NaN and infinite floats as None (standard library only: this runs inside vLLM)."""
+    if isinstance(obj, float):
+        return obj if obj - obj == 0.0 else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 class _File:
     """The recording's file: line writes, flushed per step, rotated at a size."""
 
@@ -107,7 +118,10 @@ class _File:
         self.size = 0
 
     def write(self, obj: dict) -> None:
-        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        try:
+            line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
+        except ValueError:  # a NaN or infinity (strict JSON has none): null, as sim.jsonout writes it
+            line = json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False) + "\n"
         self.f.write(line)
         self.size += len(line)
 

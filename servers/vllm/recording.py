@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from sim.inputs import check_config
 from sim.trace import Trace, kv_table, table_from_columns
 from sim.workload import MIN_TOKEN_ID, VOCAB_SIZE, Request, Workload
 
@@ -212,6 +213,10 @@ def _start(obj, raw: bytes) -> Recording:
     if not isinstance(obj.get("config"), dict):
         rec.warn("the header has no scheduler settings: the recording cannot be re-simulated")
         obj["config"] = {}
+    try:   # the settings the simulator takes from it: of the types and ranges an upload must have
+        check_config({k: obj["config"][k] for k in CONFIG_KEYS if k in obj["config"]})
+    except ValueError as e:
+        raise ValueError(f"the recording's header is damaged: {e}") from None
     return rec
 
 
@@ -228,8 +233,8 @@ def _take(rec: Recording, obj: dict) -> None:
         elif kind == "add":
             rec.adds.append(_clean_add(obj))
         elif kind == "finish":
-            obj.update(i=int(obj["i"]), reason=str(obj.get("reason")), t=_num(obj.get("t")),
-                       after_step=int(obj.get("after_step") or 0))
+            obj.update(i=_int(obj["i"]), reason=str(obj.get("reason")), t=_num(obj.get("t")),
+                       after_step=_int(obj.get("after_step") or 0))
             rec.finishes.append(obj)
         elif kind == "end":
             rec.ended = True
@@ -247,33 +252,45 @@ class _StopReading(Exception):
     pass
 
 
+_INT_MAX = 2**53   # counts, ids, block numbers: past this the Trace's columns (float64 on the way) would round them
+
+
+def _int(v) -> int:
+    x = int(v)
+    if not -_INT_MAX <= x <= _INT_MAX:
+        raise ValueError("a number out of range")
+    return x
+
+
 def _ints(v) -> list[int]:
     if not isinstance(v, list):
         raise TypeError("not a list")
-    return [int(x) for x in v]
+    return [_int(x) for x in v]
 
 
 def _clean_step(obj: dict) -> dict:
     """A step line with every field the reader uses of the type it uses (TypeError/ValueError:
     the line is damaged)."""
-    obj["step"] = int(obj["step"])
-    obj["sched"] = [(int(i), int(n), int(cb)) for i, n, cb in obj.get("sched") or ()]
+    obj["step"] = _int(obj["step"])
+    obj["sched"] = [(_int(i), _int(n), _int(cb)) for i, n, cb in obj.get("sched") or ()]
     for k in ("sampled", "pre", "running", "waiting"):
         obj[k] = _ints(obj.get(k) or [])
-    obj["fin"] = [(int(i), str(why)) for i, why in obj.get("fin") or ()]
-    obj["blocks"] = [(int(i), _ints(ids)) for i, ids in obj.get("blocks") or ()]
+    obj["fin"] = [(_int(i), str(why)) for i, why in obj.get("fin") or ()]
+    obj["blocks"] = [(_int(i), _ints(ids)) for i, ids in obj.get("blocks") or ()]
     t = list(obj.get("t") or [])[:4]
     obj["t"] = [_num(x) for x in t + [None] * (4 - len(t))]
     for k in ("free", "free_sched", "cached_free", "waiting_n"):
         if obj.get(k) is not None:
-            obj[k] = int(obj[k])
+            obj[k] = _int(obj[k])
+        else:
+            obj.pop(k, None)   # null is "not recorded", as a missing key
     return obj
 
 
 def _clean_add(obj: dict) -> dict:
-    obj.update(i=int(obj["i"]), id=str(obj["id"]), prompt_len=int(obj["prompt_len"]),
-               max_tokens=int(obj["max_tokens"]), priority=int(obj.get("priority") or 0),
-               before_step=int(obj.get("before_step") or 1), added=_num(obj.get("added")),
+    obj.update(i=_int(obj["i"]), id=str(obj["id"]), prompt_len=_int(obj["prompt_len"]),
+               max_tokens=_int(obj["max_tokens"]), priority=_int(obj.get("priority") or 0),
+               before_step=_int(obj.get("before_step") or 1), added=_num(obj.get("added")),
                arrival=_num(obj.get("arrival")))
     if obj.get("prompt") is not None:
         obj["prompt"] = _ints(obj["prompt"])

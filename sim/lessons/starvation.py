@@ -19,6 +19,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ..limits import shown
 from ..trace import Trace
 from ..workload import Workload
 from .lesson import LESSON_JOBS, jobs_workload, printed
@@ -63,7 +64,7 @@ def parse_jobs(text: str) -> list[Job]:
         for what, v in (("arrival", arrival), ("length", length), ("priority", prio)):
             lo, hi = JOB_BOUNDS[what]
             if not lo <= v <= hi:
-                raise ValueError(f"job {name}: {what} must be from {lo:,} to {hi:,}, not {v}")
+                raise ValueError(f"job {name}: {what} must be from {lo:,} to {hi:,}, not {shown(v)}")
         jobs.append((name, arrival, length, prio))
     if not jobs:
         raise ValueError("no jobs given")

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ..limits import shown
 from ..cost import CostModel, RooflineCost
 from ..simulate import simulate
 from ..trace import Trace
@@ -121,9 +122,9 @@ def parse_int_list(text: str, what: str, lo: int, hi: int, max_items: int = 64) 
         try:
             v = int(p)
         except ValueError:
-            raise ValueError(f"{what}s must be whole numbers, not {p!r}") from None
+            raise ValueError(f"{what}s must be whole numbers, not {shown(p)}") from None
         if not lo <= v <= hi:
-            raise ValueError(f"each {what} must be from {lo:,} to {hi:,}, not {v:,}")
+            raise ValueError(f"each {what} must be from {lo:,} to {hi:,}, not {shown(v)}")
         out.append(v)
     return out
 

@@ -1,0 +1,223 @@
+"""The config search's figures: how fast configs go through each backend, and what one config
+costs as the workload grows.
+
+  python bench/bench_search.py                      # everything (20-40 min on 2 shared cores)
+  python bench/bench_search.py --only workers,ray   # configs/minute on 1 and 2 local workers, on local Ray
+  python bench/bench_search.py --only scale         # 10k, 100k, 1M requests: wall time and peak memory
+  python bench/bench_search.py --only grid          # a 100k-request workload over a 24-config grid
+  python bench/bench_search.py --only profile       # cProfile of one 10k-request config, and its memory split
+
+- workers / ray: 8 configs (max_num_seqs x policy x token budget) over a 5,000-request workload
+  (bench_sim.big_workload: Poisson arrivals, lognormal lengths), the same rows on every backend
+  (checked); then 200 tiny configs (the lesson's three requests: ~1 ms of simulation each) to
+  time what a task costs a backend beyond its simulation (the per-task overhead). Ray's fixed
+  costs (starting the local cluster; its actors) are timed apart.
+- scale: each size in a fresh process (peak memory is that process's ru_maxrss): generate the
+  workload, simulate it (the full Trace), then the row a search makes of it (summary + SLO).
+  A child is capped at --max-gb of address space and --max-min minutes, so a size that would
+  not fit says so instead of taking the machine's memory.
+- grid: `python -m sim search` over 24 configs of a 100,000-request workload, --workers 2,
+  end to end (reading the workload, the runs, the CSV).
+Targets (issue 20): 2 workers >= 1.8x one; Ray's per-task overhead < 5% of a 100k-request
+config's time; 1M requests simulated in < 5 minutes and < 4 GB on one core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_sim import big_workload  # noqa: E402
+from sim import scenarios  # noqa: E402
+from sim.search import Grid, SearchJob, run_local, to_csv  # noqa: E402
+
+SLO = {"ttft": 2000, "tpot": 20}
+GRID8 = {"max_num_seqs": [128, 256], "policy": ["fcfs", "sjf"], "max_num_batched_tokens": [1024, 2048]}
+GRID24 = {"max_num_seqs": [64, 128, 256], "max_num_batched_tokens": [1024, 2048], "policy": ["fcfs", "sjf"],
+          "preemption_mode": ["recompute", "swap"]}
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def bench_backends(with_ray: bool) -> dict:
+    grid = Grid.parse(GRID8)
+    job = SearchJob.make(big_workload(5000), slo=SLO)
+    out = {}
+    rows1, t1 = timed(lambda: run_local(job, grid.configs(), workers=1))
+    rows2, t2 = timed(lambda: run_local(job, grid.configs(), workers=2))
+    assert to_csv(grid, rows2) == to_csv(grid, rows1)
+    n = len(grid)
+    print(f"8 configs x 5,000 requests: 1 worker {t1:.1f} s ({60 * n / t1:.1f} configs/min), 2 workers {t2:.1f} s "
+          f"({60 * n / t2:.1f} configs/min): {t1 / t2:.2f}x", flush=True)
+    out.update(one=t1, two=t2)
+    # per-task overhead: the marginal cost of 200 more tiny configs (fixed costs, such as a pool's or
+    # the actors' start, cancel out), less their simulation (in-process)
+    tiny = SearchJob.make(scenarios.workload("lesson_abc"))
+    cfgs = lambda k: [{"max_num_seqs": 3, "aging": float(i)} for i in range(k)]  # noqa: E731
+    _, in100 = timed(lambda: run_local(tiny, cfgs(100), workers=1))
+    _, in300 = timed(lambda: run_local(tiny, cfgs(300), workers=1))
+    sim_each = (in300 - in100) / 200
+    _, l100 = timed(lambda: run_local(tiny, cfgs(100), workers=2))
+    _, l300 = timed(lambda: run_local(tiny, cfgs(300), workers=2))
+    local_task = (l300 - l100) / 200 * 2 - sim_each   # two workers: a task holds one of them for twice that
+    print(f"tiny configs (3 requests): {1000 * sim_each:.2f} ms of simulation each; 2 local workers add "
+          f"{1000 * local_task:.2f} ms a task", flush=True)
+    out.update(sim_each=sim_each, local_task=local_task)
+    if with_ray:
+        from sim.search_ray import connect, run_ray
+        _, t_init = timed(lambda: connect("local", 2))
+        rows_r, tr = timed(lambda: run_ray(job, grid.configs(), "local"))   # joins the running one, then stops it
+        assert to_csv(grid, rows_r) == to_csv(grid, rows1)
+        connect("local", 2)
+        _, r100 = timed(lambda: run_ray(tiny, cfgs(100), "local"))
+        connect("local", 2)
+        _, r300 = timed(lambda: run_ray(tiny, cfgs(300), "local"))
+        ray_task = (r300 - r100) / 200 * 2 - sim_each
+        print(f"Ray (local cluster, 2 CPUs): cluster start {t_init:.1f} s; 8 configs {tr:.1f} s ({60 * n / tr:.1f} "
+              f"configs/min with the actors' start and the shutdown; {60 * n / (tr + t_init):.1f} with the cluster's "
+              f"start too); a task costs {1000 * ray_task:.2f} ms beyond its simulation "
+              f"({1000 * (ray_task - local_task):+.2f} ms against local workers)", flush=True)
+        out.update(ray_init=t_init, ray=tr, ray_task=ray_task)
+    return out
+
+
+# -- one size in a fresh process -----------------------------------------------------------------
+
+def one_size(n: int) -> None:
+    """Child: generate n requests, simulate, make the search's row; print a JSON line."""
+    from sim.metrics import summary
+    from sim.simulate import simulate
+    from sim.slo import SLO as Targets, slo_summary
+    wl, t_gen = timed(lambda: big_workload(n))
+    rss_wl = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    trace, t_sim = timed(lambda: simulate(wl))
+    rss_sim = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    row, t_row = timed(lambda: {**summary(trace), **slo_summary(trace, Targets.parse(SLO))})
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"n": n, "gen_s": t_gen, "sim_s": t_sim, "row_s": t_row, "steps": trace.num_steps,
+                      "batch_rows": len(trace.batch), "kv_rows": len(trace.kv), "events": len(trace.events),
+                      "rss_workload_mb": rss_wl / 1024, "rss_after_sim_mb": rss_sim / 1024, "rss_peak_mb": rss / 1024,
+                      "goodput": row["goodput"]}))
+
+
+def bench_scale(sizes, max_gb: float, max_min: float) -> list[dict]:
+    out = []
+    for n in sizes:
+        code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({int(max_gb * 2**30)}, "
+                f"{int(max_gb * 2**30)})); sys.argv = ['bench_search.py', '--one', '{n}']; "
+                f"sys.path.insert(0, {str(ROOT / 'bench')!r}); import bench_search; bench_search.main()")
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=max_min * 60,
+                               cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            print(f"{n:>9,} requests: not done in {max_min:g} min", flush=True)
+            out.append({"n": n, "timeout_min": max_min})
+            continue
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            why = "MemoryError" if "MemoryError" in p.stderr else p.stderr.strip().splitlines()[-1:]
+            print(f"{n:>9,} requests: failed after {wall:.0f} s ({why}; address space capped at {max_gb:g} GB)",
+                  flush=True)
+            out.append({"n": n, "failed": str(why), "wall_s": wall})
+            continue
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        print(f"{n:>9,} requests: generate {r['gen_s']:.1f} s, simulate {r['sim_s']:.1f} s, the search's row "
+              f"{r['row_s']:.1f} s; {r['steps']:,} steps, {r['batch_rows']:,} batch rows, {r['kv_rows']:,} KV rows; "
+              f"peak RSS {r['rss_peak_mb']:,.0f} MB (workload {r['rss_workload_mb']:,.0f}, after simulate "
+              f"{r['rss_after_sim_mb']:,.0f})", flush=True)
+        out.append(r)
+    return out
+
+
+def bench_grid() -> float:
+    with tempfile.TemporaryDirectory() as d:
+        wl = Path(d, "w.json")
+        wl.write_text(json.dumps(big_workload(100_000).to_json()))
+        grid = Path(d, "g.json")
+        grid.write_text(json.dumps(GRID24))
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "sim", "search", str(wl), "--grid", str(grid), "--slo", json.dumps(SLO),
+                            "-o", str(Path(d, "out.csv")), "--workers", "2", "--quiet"], cwd=ROOT,
+                           capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        assert p.returncode == 0, p.stderr
+        lines = Path(d, "out.csv").read_text().splitlines()
+        print(f"100,000 requests x 24 configs, `python -m sim search --workers 2`: {wall:.0f} s end to end "
+              f"({60 * 24 / wall:.2f} configs/min); {len(lines) - 1} rows; {p.stdout.strip().splitlines()[-1]}",
+              flush=True)
+        return wall
+
+
+def bench_profile(n: int = 10_000) -> None:
+    import cProfile
+    import pstats
+
+    from sim.simulate import simulate
+    wl = big_workload(n)
+    prof = cProfile.Profile()
+    prof.enable()
+    rc = simulate(wl, columns=True)   # the run loop and its recorder, without the pandas tables
+    prof.disable()
+    stats = pstats.Stats(prof)
+    total = stats.total_tt
+    print(f"cProfile, one {n:,}-request run loop (columns=True; profiled, so ~2x slower): {total:.1f} s; "
+          f"by own time:")
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:14]
+    for (file, line, fn), (cc, nc, tt, ct, _) in rows:
+        print(f"  {100 * tt / total:5.1f}%  {tt:6.2f} s own  {ct:6.2f} s cum  {nc:>10,} calls  "
+              f"{Path(file).name}:{line} {fn}")
+    # memory: what the recorder holds per batch row, against the Trace's table
+    import sys as _sys
+    from sim.simulate import simulate as sim2
+    tr = sim2(wl)
+    nb = len(tr.batch)
+    deep = tr.batch.memory_usage(deep=True).sum()
+    print(f"memory: {nb:,} batch rows; the Trace's batch table {deep / nb:.0f} B a row "
+          f"({deep / 2**20:.0f} MB, object columns counted deep), its KV table "
+          f"{tr.kv.memory_usage(deep=True).sum() / 2**20:.0f} MB for {len(tr.kv):,} rows, events "
+          f"{tr.events.memory_usage(deep=True).sum() / 2**20:.0f} MB for {len(tr.events):,}; a recorder tuple "
+          f"{_sys.getsizeof((1,) * 7)} B + its fresh ints; columns=True lists {sum(len(v) for v in rc.batch.values()):,} "
+          f"cells")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="workers,ray,scale,grid,profile")
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--max-gb", type=float, default=12.0, help="address-space cap of a scale child")
+    ap.add_argument("--max-min", type=float, default=20.0, help="time cap of a scale child")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        one_size(args.one)
+        return
+    only = set(args.only.split(","))
+    print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
+    if only & {"workers", "ray"}:
+        bench_backends("ray" in only)
+    if "scale" in only:
+        bench_scale([int(s) for s in args.sizes.split(",")], args.max_gb, args.max_min)
+    if "grid" in only:
+        bench_grid()
+    if "profile" in only:
+        bench_profile()
+    print(f"load average {os.getloadavg()[0]:.1f} at the end", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Choosing settings: which budget, max sequences, KV size and policy meet the SLOs on this traffic,
+at the most goodput? A grid search over the scheduler's knobs, run here config by config.
+
+A thin page: the grid, its checks, the runs and the best config come from sim.search, the
+charts from figures.search. The search runs in this server process in chunks (a script run does
+at most CHUNK_S seconds of configs, keeps the rows in the session, and reruns itself), so Stop,
+or any other click, takes effect between two configs.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import time
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from figures.search import frontier_figure, goodput_heatmap
+from sim.cost import COST_PRESETS, cost_from_preset
+from sim.search import (Grid, Runner, SearchJob, best, check_configs, describe, table_rows, to_csv,
+                        values_from_text)
+from ui import primer
+from ui.labels import fmt
+from ui.state import PageSettings, Setting
+from ui.workloads import BUILTIN, WorkloadPicker
+
+ss = st.session_state
+CHUNK_S = 1.5  # seconds of configs per script run before it reruns itself (and sees a Stop)
+RUN = "cs_run"  # session key of the search in progress or done: {"id", "rows", "running", "stopped"}
+
+# knob -> (label, default values, Playback's URL parameter for it)
+SWEEP = {
+    "max_num_seqs": ("Max sequences", "8, 16, 32", "pb_max_seqs"),
+    "max_num_batched_tokens": ("Token budget / step", "128, 256, 512", "pb_budget"),
+    "num_gpu_blocks": ("KV blocks", "150, 300, 600", "pb_blocks"),
+    "policy": ("Waiting-queue policy", "fcfs, sjf", "pb_policy"),
+    "preemption_mode": ("On preemption", "recompute, swap", "pb_preemption"),
+    "scheduler": ("Scheduler", "vllm, static", "pb_scheduler"),
+    "long_prefill_token_threshold": ("Long-prefill threshold", "0, 128", "pb_threshold"),
+    "block_size": ("Block size (tokens)", "16, 32", "pb_block_size"),
+    "enable_prefix_caching": ("Prefix caching", "false, true", "pb_prefix"),
+    "tenant_cap": ("Per-tenant running cap", "0, 4", "pb_tenant_cap"),
+    "max_queued_requests": ("Queue limit", "0, 64", "pb_queue_limit"),
+}
+DEFAULT_KNOBS = "max_num_seqs,max_num_batched_tokens"
+DEFAULT_SCENARIO = "random_500"
+
+
+def _apply_config(config: dict, cost: str | None = None) -> None:
+    if cost:
+        ss["keep_cs_cost"] = cost
+
+
+PICKER = WorkloadPicker("cs", _apply_config)
+SETTINGS = PageSettings("cs", [
+    *(Setting(s.key, DEFAULT_SCENARIO, str, choices=s.choices) if s.key == PICKER.scenario_key else s
+      for s in PICKER.settings()),
+    Setting("keep_cs_cost", "units", str, choices=tuple(COST_PRESETS)),
+    Setting("keep_cs_ttft", 4000.0, float, bounds=(0, 1e12)),
+    Setting("keep_cs_tpot", 0.0, float, bounds=(0, 1e12)),
+    Setting("keep_cs_e2e", 0.0, float, bounds=(0, 1e12)),
+    Setting("keep_cs_knobs", DEFAULT_KNOBS, str),
+    *(Setting(f"keep_cs_v_{k}", v[1], str) for k, v in SWEEP.items()),
+    Setting("keep_cs_hx", "max_num_seqs", str, choices=tuple(SWEEP)),
+    Setting("keep_cs_hy", "max_num_batched_tokens", str, choices=tuple(SWEEP)),
+])
+
+
+def _knobs() -> list[str]:
+    return [k for k in str(ss.get("keep_cs_knobs", "")).split(",") if k in SWEEP]
+
+
+def _knobs_picked() -> None:
+    ss["keep_cs_knobs"] = ",".join(k for k in SWEEP if k in ss["cs_knob_pick"])
+
+
+def _start(search_id: str) -> None:
+    ss[RUN] = {"id": search_id, "rows": [], "running": True, "stopped": False}
+
+
+def _stop() -> None:
+    if RUN in ss:
+        ss[RUN]["running"] = False
+        ss[RUN]["stopped"] = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Sidebar: workload, targets, knobs
+# ---------------------------------------------------------------------------------------------
+
+SETTINGS.init(fill=PICKER.fill)
+
+with st.sidebar:
+    PICKER.draw()
+    st.header("Cost and targets")
+    st.selectbox("Cost model", list(COST_PRESETS), key="keep_cs_cost", format_func=lambda k: COST_PRESETS[k].label,
+                 help="How long a step takes, from what it holds; the targets below are in its time unit.")
+    unit = cost_from_preset(ss["keep_cs_cost"]).time_unit
+    st.caption(f"Targets in {unit}; 0 = no target. A request meets the SLO when it meets every target.")
+    c1, c2, c3 = st.columns(3)
+    c1.number_input("TTFT", 0.0, 1e12, step=100.0, key="keep_cs_ttft", help="Time to first token, at most.")
+    c2.number_input("TPOT", 0.0, 1e12, step=1.0, key="keep_cs_tpot",
+                    help="Mean time per output token after the first, at most.")
+    c3.number_input("E2E", 0.0, 1e12, step=100.0, key="keep_cs_e2e", help="End-to-end latency, at most.")
+
+    st.header("Knobs to sweep")
+    ss["cs_knob_pick"] = _knobs()  # the widget follows the setting (a link, a settings file)
+    st.multiselect("Knobs", list(SWEEP), key="cs_knob_pick", format_func=lambda k: SWEEP[k][0],
+                   on_change=_knobs_picked, help="Every combination of the values below runs once.")
+    for k in _knobs():
+        st.text_input(f"{SWEEP[k][0]} ({k})", key=f"keep_cs_v_{k}", help="Comma-separated values.")
+
+    st.header("Share")
+    st.caption("The address bar holds every setting: copy it to share this search.")
+    SETTINGS.file_panel()
+SETTINGS.sync_url()
+
+# ---------------------------------------------------------------------------------------------
+# Main area
+# ---------------------------------------------------------------------------------------------
+
+st.title("Choosing settings")
+st.caption(
+    "Which token budget, max sequences, KV size and policy meet your targets on your traffic, with the most "
+    "goodput (requests per time unit that met every target, as DistServe defines it)? Pick the knobs and their "
+    "values on the left: every combination runs on the same arrivals.")
+workload = PICKER.require()
+
+knobs = _knobs()
+try:
+    grid = Grid.parse({k: values_from_text(k, ss[f"keep_cs_v_{k}"]) for k in knobs})
+    configs = grid.configs()
+    check_configs(workload, configs)
+    slo = {k: ss[f"keep_cs_{k}"] for k in ("ttft", "tpot", "e2e") if ss.get(f"keep_cs_{k}")}
+    job = SearchJob.make(workload, cost=ss["keep_cs_cost"], slo=slo or None)
+except ValueError as e:
+    st.error(f"This search cannot run: {e}.", icon=":material/error:")
+    primer.stop()
+
+search_id = hashlib.sha256(f"{job.workload_json}\0{json.dumps(grid.to_json())}\0{job.cost}\0{job.slo_json}"
+                           .encode()).hexdigest()[:16]
+run = ss.get(RUN)
+if run is not None and run["id"] != search_id:  # the settings changed: that table is not this search's
+    ss.pop(RUN)
+    run = None
+
+b1, b2, info = st.columns([1, 1, 4], vertical_alignment="center")
+running = bool(run and run["running"])
+b1.button("Run the search", type="primary", icon=":material/play_arrow:", on_click=_start, args=(search_id,),
+          disabled=running, key="cs_run_button")
+b2.button("Stop", icon=":material/stop:", on_click=_stop, disabled=not running, key="cs_stop_button")
+info.caption(f"{len(configs):,} configs × {len(workload.requests):,} requests"
+             + (f"; SLO {', '.join(f'{k} ≤ {v:,.4g} {unit}' for k, v in slo.items())}" if slo else "; no SLO targets"))
+if importlib.util.find_spec("ray") is None:
+    ray_hint = "Ray is not installed here: `pip install ray==2.58.0` (in requirements-dev.txt)."
+else:
+    ray_hint = "Ray is installed here."
+st.caption("Bigger grids: the same search from the command line, on local processes or a Ray cluster, gives the "
+           "same table: `python -m sim search W.json --grid G.json --slo '{\"ttft\": 400}' -o OUT.csv "
+           f"[--workers N | --ray ADDRESS|local]`. {ray_hint}")
+
+if run is None:
+    st.info("Press **Run the search** to try every config.", icon=":material/tune:")
+    primer.stop()
+
+rows = run["rows"]
+if run["running"]:
+    bar = st.progress(len(rows) / len(configs), text=f"{len(rows):,} of {len(configs):,} configs run")
+    runner, t0 = Runner(job), time.perf_counter()
+    while len(rows) < len(configs) and time.perf_counter() - t0 < CHUNK_S:
+        rows.append(runner.run(configs[len(rows)]))  # kept in the session at once: a Stop loses nothing
+        bar.progress(len(rows) / len(configs), text=f"{len(rows):,} of {len(configs):,} configs run")
+    if len(rows) < len(configs):
+        st.rerun()  # the next chunk, after any click that came meanwhile
+    run["running"] = False
+    st.rerun()  # redraw the buttons: the search is done
+
+done = len(rows)
+if done < len(configs):
+    st.warning(f"Stopped after {done:,} of {len(configs):,} configs: the results below are theirs.",
+               icon=":material/pause_circle:")
+if done == 0:
+    primer.stop()
+configs_done = configs[:done]
+b = best(rows)
+failed = sum(1 for r in rows if r.get("error"))
+if failed:
+    st.warning(f"{failed:,} configs could not run to the end (their error is in the table).", icon=":material/warning:")
+if b is None:
+    primer.stop()
+
+r = rows[b]
+has_slo = r.get("goodput") is not None
+st.subheader("The best config")
+st.markdown(f"**Config {b + 1}**: {describe(configs[b])}"
+            + (" (the most goodput; ties go to more throughput, then the lower p99 TTFT)" if has_slo
+               else " (no SLO targets: the most throughput)"))
+m = st.columns(4)
+m[0].metric(f"Goodput (requests / {unit})", fmt(r.get("goodput")) if has_slo else "–")
+m[1].metric("Met the SLO", fmt(100 * r["slo_attainment"], "%") if has_slo and r.get("slo_attainment") is not None
+            else "–")
+m[2].metric(f"Throughput (tokens / {unit})", fmt(r.get("throughput")))
+m[3].metric(f"p99 TTFT ({unit})", fmt(r.get("ttft_p99")))
+
+params = {"pb_source": ss[PICKER.source_key], "pb_scenario": ss[PICKER.scenario_key], "pb_cost": job.cost}
+for k, v in configs[b].items():
+    params[SWEEP[k][2]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+st.link_button("Open the best config on Playback", "playback?" + urlencode(params), icon=":material/open_in_new:")
+if ss[PICKER.source_key] != BUILTIN:
+    st.caption("Playback opens with these settings; upload the same workload file there.")
+
+st.subheader("Throughput against p99 TTFT")
+st.caption("Each point is a config. The blue line joins the frontier: the configs no other beats on both "
+           "axes at once. The dashed line is the TTFT target (a request's, so a p99 left of it means at "
+           "least 99% met it).")
+st.plotly_chart(frontier_figure(rows, configs_done, unit, slo.get("ttft"), b), key="cs_frontier", theme=None,
+                config={"displaylogo": False})
+
+st.subheader("Goodput over two knobs" if has_slo else "Throughput over two knobs")
+if len(knobs) >= 1:
+    for key, pos in (("keep_cs_hx", 0), ("keep_cs_hy", 1)):
+        if ss.get(key) not in knobs:
+            ss[key] = knobs[min(pos, len(knobs) - 1)]
+    h1, h2 = st.columns(2)
+    kx = h1.selectbox("Across", knobs, key="keep_cs_hx", format_func=lambda k: SWEEP[k][0])
+    ky = h2.selectbox("Down", knobs, key="keep_cs_hy", format_func=lambda k: SWEEP[k][0]) if len(knobs) > 1 else None
+    if ky == kx:
+        ky = None
+    st.caption("Each cell is the best of the configs with that pair of values (over any other knob swept).")
+    st.plotly_chart(goodput_heatmap(rows, configs_done, kx, ky, unit, "goodput" if has_slo else "throughput"),
+                    key="cs_heatmap", theme=None, config={"displaylogo": False})
+    SETTINGS.sync_url()
+else:
+    st.caption("Pick a knob to sweep on the left to see a heatmap.")
+
+st.subheader("Every config")
+st.dataframe(table_rows(grid, rows), hide_index=True, key="cs_table")
+st.download_button("The table (CSV)", data=to_csv(grid, rows), file_name="search.csv", mime="text/csv", on_click="ignore", key="cs_dl_csv",
+                   icon=":material/download:")

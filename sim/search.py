@@ -1,0 +1,341 @@
+"""Config search: every combination of a grid of scheduler knobs over one workload, one row of
+metrics (and goodput, given an SLO) per combination.
+
+    grid = Grid.parse('{"max_num_seqs": [8, 16], "policy": ["fcfs", "sjf"]}')
+    job = SearchJob.make(workload, cost="units", slo='{"ttft": 400}')
+    configs = grid.configs()                    # the grid's product order: the last knob varies fastest
+    check_configs(job.workload(), configs)      # ValueError naming the first bad one, before any run
+    rows = run_local(job, configs, workers=2)   # rows[i] is configs[i]'s, whatever ran it
+    text = to_csv(grid, rows)
+
+A knob is any SchedulerConfig key (sim/scheduler.py: the budget, max sequences, KV blocks,
+policy, preemption mode, ...) or "scheduler" (a registered kind). A row depends only on the
+workload, its config, the cost preset and the SLO: every run is deterministic, so the table is the
+same byte for byte on one process, several (run_local) or a Ray cluster (sim/search_ray.py).
+
+Local workers are processes from a forkserver, each handed the workload once (the pool's
+initializer), not once per config.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import socket
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, fields
+from typing import Callable, Iterable
+
+from .cost import COST_PRESETS, cost_from_preset
+from .metrics import summary
+from .scheduler import SchedulerConfig
+from .simulate import check_fits, max_model_len_for, resolve_config, scheduler_names, simulate
+from .slo import SLO, slo_summary
+from .workload import Workload
+
+MAX_CONFIGS = 10_000
+MAX_STEPS = 10_000_000
+_FIELD_DEFAULTS = {f.name: f.default for f in fields(SchedulerConfig)}
+# columns of summary()/slo_summary() the table leaves out: the SLO itself is an input, the same in every row
+_DROPPED = {"slo"}
+
+
+def knob_names() -> list[str]:
+    """Every knob a grid may sweep: the scheduler kind, then SchedulerConfig's keys."""
+    return ["scheduler", *_FIELD_DEFAULTS]
+
+
+def _check_value(knob: str, v) -> None:
+    """ValueError unless `v` has the knob's type (bounds and names are SchedulerConfig.validate's)."""
+    if knob == "scheduler":
+        if v not in scheduler_names():
+            raise ValueError(f"scheduler {v!r} is not one; known: {', '.join(scheduler_names())}")
+        return
+    default = _FIELD_DEFAULTS[knob]
+    if knob == "max_model_len":
+        ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        want = "a whole number of at least 1, or null"
+    elif isinstance(default, bool):
+        ok, want = isinstance(v, bool), "true or false"
+    elif isinstance(default, int):
+        ok, want = isinstance(v, int) and not isinstance(v, bool), "a whole number"
+    elif isinstance(default, float):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        want = "a number"
+    else:
+        ok, want = isinstance(v, str), "text"
+    if not ok:
+        raise ValueError(f"{knob} must be {want}, not {json.dumps(v)}")
+
+
+def values_from_text(knob: str, text: str) -> list:
+    """A knob's values typed as a comma-separated list ("8, 16, 32"; "fcfs, sjf"; "true, false"),
+    as the knob's type wants them; ValueError with a plain message."""
+    if knob not in knob_names():
+        raise ValueError(f"unknown knob {knob!r}")
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"give {knob} at least one value")
+    default = _FIELD_DEFAULTS.get(knob, "")
+    out = []
+    for p in parts:
+        try:
+            if isinstance(default, bool):
+                if p.lower() not in ("true", "false"):
+                    raise ValueError
+                out.append(p.lower() == "true")
+            elif isinstance(default, int) or knob == "max_model_len":
+                out.append(int(p))
+            elif isinstance(default, float):
+                out.append(float(p))
+            else:
+                out.append(p)
+        except ValueError:
+            want = "true or false" if isinstance(default, bool) else "whole numbers" if isinstance(
+                default, int) or knob == "max_model_len" else "numbers"
+            raise ValueError(f"{knob} takes {want}, not {p!r}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Knob -> the values to try, in the order given."""
+
+    knobs: tuple[str, ...]
+    values: tuple[tuple, ...]
+
+    @classmethod
+    def parse(cls, obj) -> "Grid":
+        """From a dict or JSON text {"knob": [value, ...], ...}; ValueError with a plain message."""
+        if isinstance(obj, (str, bytes)):
+            try:
+                obj = json.loads(obj)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise ValueError(f"the grid is not valid JSON ({getattr(e, 'msg', e)})") from None
+        if not isinstance(obj, dict):
+            raise ValueError('the grid must be a JSON object of knob -> list of values, like {"max_num_seqs": [8, 16]}')
+        known = knob_names()
+        unknown = [k for k in obj if k not in known]
+        if unknown:
+            raise ValueError(f"unknown knob {unknown[0]!r} in the grid; known: {', '.join(known)}")
+        n = 1
+        for knob, vals in obj.items():
+            if not isinstance(vals, list) or not vals:
+                raise ValueError(f"the grid's {knob} must be a non-empty list of values, not {json.dumps(vals)}")
+            for v in vals:
+                try:
+                    _check_value(knob, v)
+                except ValueError as e:
+                    raise ValueError(f"in the grid: {e}") from None
+            texts = [json.dumps(v) for v in vals]
+            if len(set(texts)) != len(texts):
+                raise ValueError(f"the grid's {knob} lists a value twice")
+            n *= len(vals)
+        if n > MAX_CONFIGS:
+            raise ValueError(f"the grid has {n:,} combinations; at most {MAX_CONFIGS:,}")
+        return cls(tuple(obj), tuple(tuple(v) for v in obj.values()))
+
+    def configs(self) -> list[dict]:
+        """Every combination as config overrides, in product order (the last knob fastest)."""
+        return [dict(zip(self.knobs, combo)) for combo in itertools.product(*self.values)]
+
+    def __len__(self) -> int:
+        return math.prod(len(v) for v in self.values)
+
+    def to_json(self) -> dict:
+        return {k: list(v) for k, v in zip(self.knobs, self.values)}
+
+
+def describe(config: dict) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in config.items()) or "the workload's own config"
+
+
+def check_configs(workload: Workload, configs: Iterable[dict]) -> None:
+    """Every config over `workload` as the simulator will read it: known values in range, a KV pool
+    that holds the longest request. ValueError naming the first that fails."""
+    configs = list(configs)
+    for i, overrides in enumerate(configs):
+        try:
+            cfg, mode = resolve_config(workload, overrides)
+            if mode not in scheduler_names():
+                raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(scheduler_names())}")
+            cfg.validate()
+            check_fits(workload, cfg, max_model_len_for(workload, cfg))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"config {i + 1} of {len(configs)} ({describe(overrides)}): {e}") from None
+
+
+@dataclass(frozen=True)
+class SearchJob:
+    """What every worker needs, sent once to each: the workload (as JSON text), the cost preset
+    and the SLO (its canonical JSON, or "" for none)."""
+
+    workload_json: str
+    name: str = ""
+    cost: str = "units"
+    slo_json: str = ""
+
+    @classmethod
+    def make(cls, workload: Workload, cost: str = "units", slo=None) -> "SearchJob":
+        if cost not in COST_PRESETS:
+            raise ValueError(f"unknown cost preset {cost!r}; known: {', '.join(COST_PRESETS)}")
+        parsed = None if slo is None or slo == "" else SLO.parse(slo)
+        slo_json = json.dumps(parsed.to_json(), sort_keys=True) if parsed is not None and not parsed.empty else ""
+        return cls(json.dumps(workload.to_json()), workload.name, cost, slo_json)
+
+    def workload(self) -> Workload:
+        return Workload.from_json(json.loads(self.workload_json), name=self.name)
+
+
+class Runner:
+    """Runs configs of one job (the workload parsed once)."""
+
+    def __init__(self, job: SearchJob):
+        self.job = job
+        self.workload = job.workload()
+        self.slo = SLO.parse(job.slo_json) if job.slo_json else None
+
+    def run(self, overrides: dict) -> dict:
+        """One config's flat metrics row; {"error": message} when it cannot run to the end."""
+        try:
+            trace = simulate(self.workload, overrides, cost=cost_from_preset(self.job.cost), max_steps=MAX_STEPS)
+        except (ValueError, RuntimeError) as e:
+            return {"error": str(e)}
+        row = summary(trace)
+        if self.slo is not None:
+            row.update(slo_summary(trace, self.slo))
+        return {k: v for k, v in row.items() if k not in _DROPPED}
+
+
+def where() -> str:
+    """Which process ran a config (host:pid), for a placement log."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# -- local worker processes ------------------------------------------------------------------
+_RUNNER: Runner | None = None
+
+
+def _init_worker(job: SearchJob) -> None:
+    global _RUNNER
+    _RUNNER = Runner(job)
+
+
+def _run_in_worker(index: int, overrides: dict) -> tuple[int, dict, str]:
+    return index, _RUNNER.run(overrides), where()
+
+
+Progress = Callable[[int, int, int, str], None]  # (done, total, index, where)
+
+
+def run_local(job: SearchJob, configs: list[dict], workers: int = 1, progress: Progress | None = None,
+              placement: list | None = None) -> list[dict]:
+    """Every config's row, in the configs' order. workers=1 runs them here; more: that many
+    processes. `placement`, when given, gets where each config ran (by index)."""
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    rows: list = [None] * len(configs)
+    where_ran: list = [None] * len(configs)
+    if workers == 1 or len(configs) <= 1:
+        runner = Runner(job)
+        for i, overrides in enumerate(configs):
+            rows[i], where_ran[i] = runner.run(overrides), where()
+            if progress:
+                progress(i + 1, len(configs), i, where_ran[i])
+    else:
+        # forkserver: a clean process per worker (no copy of a big parent such as a Streamlit
+        # server, no threads forked mid-lock); the job travels once per worker, in initargs
+        ctx = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=ctx,
+                                 initializer=_init_worker, initargs=(job,)) as pool:
+            futures = [pool.submit(_run_in_worker, i, c) for i, c in enumerate(configs)]
+            for done, fut in enumerate(as_completed(futures), 1):
+                i, row, w = fut.result()
+                rows[i], where_ran[i] = row, w
+                if progress:
+                    progress(done, len(configs), i, w)
+    if placement is not None:
+        placement[:] = where_ran
+    return rows
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+def columns(grid_knobs: Iterable[str], rows: list[dict]) -> list[str]:
+    """config, the knobs, the metrics (in the order the rows first name them), error."""
+    knobs = list(grid_knobs)
+    metrics: dict[str, None] = {}
+    for r in rows:
+        metrics.update((k, None) for k in r if k != "error" and k not in knobs)
+    return ["config", *knobs, *metrics, "error"]
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "" if math.isnan(v) else repr(v)
+    return str(v)
+
+
+def table_rows(grid: Grid, rows: list[dict]) -> list[dict]:
+    """Each row with its config number (1-based) and knob values, in columns() order."""
+    cols = columns(grid.knobs, rows)
+    out = []
+    for i, (config, row) in enumerate(zip(grid.configs(), rows)):
+        full = {"config": i + 1, **config, **row}
+        out.append({c: full.get(c) for c in cols})
+    return out
+
+
+def to_csv(grid: Grid, rows: list[dict]) -> str:
+    """The search table as CSV text: one row per config, in the grid's order."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    trows = table_rows(grid, rows)
+    cols = columns(grid.knobs, rows)
+    w.writerow(cols)
+    for r in trows:
+        w.writerow([_cell(r[c]) for c in cols])
+    return buf.getvalue()
+
+
+def _num(v) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) else -math.inf
+
+
+def best(rows: list[dict]) -> int | None:
+    """The index of the best config: most goodput (most throughput when there is no SLO), then
+    most throughput, then lowest p99 TTFT, then the first in the grid's order. None if none ran."""
+    ok = [i for i, r in enumerate(rows) if not r.get("error")]
+    if not ok:
+        return None
+    has_goodput = any(r.get("goodput") is not None for r in rows)
+
+    def key(i):
+        r = rows[i]
+        ttft = _num(r.get("ttft_p99"))
+        return (_num(r.get("goodput")) if has_goodput else 0.0, _num(r.get("throughput")),
+                -ttft if ttft > -math.inf else -math.inf, -i)
+    return max(ok, key=key)
+
+
+def frontier(rows: list[dict], x: str = "ttft_p99", y: str = "throughput") -> list[int]:
+    """Indices of the Pareto frontier: no other config has both a lower `x` and a higher `y`
+    (ties kept); sorted by `x`. Configs without both numbers are left out."""
+    pts = [(rows[i][x], rows[i][y], i) for i in range(len(rows))
+           if not rows[i].get("error") and all(isinstance(rows[i].get(k), (int, float))
+                                               and not math.isnan(rows[i][k]) for k in (x, y))]
+    pts.sort(key=lambda p: (p[0], -p[1], p[2]))
+    out, top = [], -math.inf
+    for px, py, i in pts:
+        if py > top or (out and py == top and px == rows[out[-1]][x]):
+            out.append(i)
+            top = max(top, py)
+    return out

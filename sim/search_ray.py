@@ -1,0 +1,81 @@
+"""The config search on a Ray cluster (Ray 2.58; optional: `pip install ray==2.58.0`).
+
+    rows = run_ray(job, configs, "local")            # starts a local cluster, stops it after
+    rows = run_ray(job, configs, "10.0.0.5:6379")    # joins a running one (`ray start --head`)
+
+One actor per CPU of the cluster, each holding the workload (sent once to the object store,
+parsed once per actor), takes configs as they free up; rows come back by index, so the table
+is the one sim.search.run_local makes. Ray is imported here only, inside the functions: the
+core imports without it.
+
+The `sim` package travels to the cluster with the job (runtime_env py_modules), so a node
+needs only the same Python, numpy and pandas, not a checkout of this repo.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .search import Progress, Runner, SearchJob
+
+SIM_DIR = str(Path(__file__).resolve().parent)
+# A local cluster's shared-memory object store: the workload is the only object (a 100k-request
+# workload is ~10 MB of JSON), so a small store spares /dev/shm for everyone else on the machine
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
+
+
+class SearchActor:
+    """Runs configs of one job on a Ray worker (made a Ray actor class in run_ray)."""
+
+    def __init__(self, job: SearchJob):
+        self.runner = Runner(job)
+
+    def run(self, index: int, overrides: dict) -> tuple[int, dict, str]:
+        import ray
+        node = ray.get_runtime_context().get_node_id()
+        return index, self.runner.run(overrides), f"{node}:{os.getpid()}"
+
+
+def connect(address: str, num_cpus: int | None = None):
+    """ray.init for the search: "local" starts a cluster of `num_cpus` CPUs (default: all of this
+    machine's), anything else is an existing cluster's address. Returns the ray module."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("Ray is not installed: pip install ray==2.58.0 (it is in requirements-dev.txt)") from None
+    runtime_env = {"py_modules": [SIM_DIR]}
+    kw = dict(log_to_driver=False, runtime_env=runtime_env, ignore_reinit_error=True)
+    if address in ("", "local"):
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, **kw)
+    else:
+        try:
+            ray.init(address=address, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ValueError(f"cannot join the Ray cluster at {address}: {e}") from None
+    return ray
+
+
+def run_ray(job: SearchJob, configs: list[dict], address: str = "local", num_cpus: int | None = None,
+            progress: Progress | None = None, placement: list | None = None) -> list[dict]:
+    """Every config's row, in the configs' order, run on a Ray cluster (see connect). `placement`,
+    when given, gets "node_id:pid" of the actor that ran each config."""
+    ray = connect(address, num_cpus)
+    try:
+        from ray.util import ActorPool
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        actor = ray.remote(num_cpus=1)(SearchActor)
+        job_ref = ray.put(job)
+        pool = ActorPool([actor.remote(job_ref) for _ in range(max(1, min(cpus, len(configs))))])
+        rows: list = [None] * len(configs)
+        where_ran: list = [None] * len(configs)
+        results = pool.map_unordered(lambda a, task: a.run.remote(*task), list(enumerate(configs)))
+        for done, (i, row, w) in enumerate(results, 1):
+            rows[i], where_ran[i] = row, w
+            if progress:
+                progress(done, len(configs), i, w)
+        if placement is not None:
+            placement[:] = where_ran
+        return rows
+    finally:
+        ray.shutdown()

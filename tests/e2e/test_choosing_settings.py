@@ -1,0 +1,80 @@
+"""Choosing settings in a real browser: a small search draws the frontier and the goodput heatmap
+(within their declared margins), its link opens the best config on Playback, and Stop stops a
+bigger search part way."""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urljoin, urlsplit
+
+from playwright.sync_api import Page, expect
+
+from test_chart_margins import MARGINS
+
+LINK = "Open the best config on Playback"
+
+
+def _idle(page: Page) -> None:
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=120_000)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
+
+
+def test_a_small_search_draws_its_charts_and_links_to_playback(page: Page, app_url: str):
+    page.goto(f"{app_url}/choosing_settings?cs_v_max_num_seqs=8%2C+32&cs_v_max_num_batched_tokens=128%2C+512")
+    expect(page.get_by_role("heading", name="Choosing settings")).to_be_visible(timeout=120_000)
+    _idle(page)
+    expect(page.get_by_text("4 configs × 500 requests")).to_be_visible()
+    page.get_by_role("button", name="Run the search").click()
+    expect(page.get_by_role("link", name=LINK)).to_be_visible(timeout=120_000)
+    _idle(page)
+    page.wait_for_function("[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.data || []).length)"
+                           ".length >= 2", timeout=60_000)
+    page.wait_for_timeout(1000)
+    meta = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        .filter(g => (g.data || []).length).map(g => g.layout.meta)""")
+    front = next(m for m in meta if "frontier" in m)
+    heat = next(m for m in meta if "z" in m)
+    assert front["configs"] == 4 and front["ttft_slo"] == 4000
+    assert heat["x"] == ["8", "32"] and heat["y"] == ["128", "512"]
+    goodput = [v for row in heat["z"] for v in row]
+    assert all(v is not None and v >= 0 for v in goodput)
+    charts = [c for c in page.evaluate(MARGINS) if c["traces"]]
+    pushed = [(c["declared"], c["drawn"]) for c in charts
+              if any(abs(d - n) > 1 for d, n in zip(c["declared"], c["drawn"]))]
+    assert not pushed, pushed
+    # the best config: most goodput; its link carries its knobs to Playback
+    best = front["best"]
+    i = best - 1
+    want_seqs, want_budget = [8, 32][i // 2], [128, 512][i % 2]
+    assert heat["z"][i % 2][i // 2] == max(goodput)
+    href = page.get_by_role("link", name=LINK).get_attribute("href")
+    query = dict(parse_qsl(urlsplit(href).query))
+    assert query["pb_max_seqs"] == str(want_seqs) and query["pb_budget"] == str(want_budget)
+
+    page.goto(urljoin(page.url, href))
+    expect(page.get_by_role("heading", name="Playback")).to_be_visible(timeout=120_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=120_000)
+    _idle(page)
+    seqs = page.get_by_role("spinbutton", name="Max sequences")
+    budget = page.get_by_role("spinbutton", name="Token budget / step")
+    expect(seqs).to_have_value(str(want_seqs))
+    expect(budget).to_have_value(str(want_budget))
+    assert f"pb_max_seqs={want_seqs}" in page.url   # Playback's own link keeps them
+
+
+def test_stop_ends_a_search_part_way(page: Page, app_url: str):
+    page.goto(f"{app_url}/choosing_settings?cs_knobs=max_num_seqs%2Cmax_num_batched_tokens%2Cpolicy"
+              "&cs_v_max_num_seqs=4%2C8%2C12%2C16%2C24%2C32&cs_v_policy=fcfs%2Csjf%2Cspf")
+    expect(page.get_by_role("heading", name="Choosing settings")).to_be_visible(timeout=120_000)
+    _idle(page)
+    expect(page.get_by_text("54 configs × 500 requests")).to_be_visible()
+    page.get_by_role("button", name="Run the search").click()
+    expect(page.get_by_text(re.compile(r"[1-9]\d* of 54 configs run"))).to_be_visible(timeout=60_000)
+    page.locator(".st-key-cs_stop_button button").click()   # (the header has a Stop of its own)
+    warning = page.get_by_text(re.compile(r"Stopped after \d+ of 54 configs"))
+    expect(warning).to_be_visible(timeout=60_000)
+    _idle(page)
+    done = int(re.search(r"Stopped after (\d+)", warning.inner_text()).group(1))
+    assert 1 <= done < 54
+    expect(page.get_by_role("link", name=LINK)).to_be_visible()   # the best of those it ran
+    expect(page.get_by_role("button", name="Run the search")).to_be_enabled()

@@ -1,0 +1,141 @@
+"""The Choosing settings page under AppTest: a search over the default grid, its best config, the
+charts, the link to Playback, settings in the URL, bad values, a stopped search."""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from plotly_util import chart_specs
+from sim import scenarios
+from sim.search import Grid, SearchJob, best, describe, run_local
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+DEFAULT_GRID = {"max_num_seqs": [8, 16, 32], "max_num_batched_tokens": [128, 256, 512]}
+
+
+def open_page(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page("pages/choosing_settings.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture(scope="module")
+def searched():
+    at = open_page()
+    assert not at.error
+    at.button(key="cs_run_button").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    return at
+
+
+@pytest.fixture(scope="module")
+def expected():
+    grid = Grid.parse(DEFAULT_GRID)
+    rows = run_local(SearchJob.make(scenarios.workload("random_500"), slo={"ttft": 4000.0}), grid.configs())
+    return grid, rows
+
+
+def test_the_page_opens_ready_to_search_the_default_grid():
+    at = open_page()
+    assert at.title[0].value == "Choosing settings"
+    assert at.multiselect(key="cs_knob_pick").value == ["max_num_seqs", "max_num_batched_tokens"]
+    assert at.text_input(key="keep_cs_v_max_num_seqs").value == "8, 16, 32"
+    assert any("9 configs × 500 requests" in c.value for c in at.caption)
+    assert not at.get("plotly_chart")   # nothing has run yet
+    assert at.button(key="cs_stop_button").disabled
+
+
+def test_a_search_runs_every_config_and_names_the_best(searched, expected):
+    grid, rows = expected
+    run = searched.session_state["cs_run"]
+    assert not run["running"] and len(run["rows"]) == len(grid)
+    assert run["rows"] == rows   # the page's rows are the core's
+    b = best(rows)
+    assert any(f"**Config {b + 1}**: {describe(grid.configs()[b])}" in m.value for m in searched.markdown)
+    goodput = next(m for m in searched.metric if m.label.startswith("Goodput"))
+    assert goodput.value == f"{rows[b]['goodput']:.3g}"
+
+
+def test_the_charts_show_the_frontier_the_slo_line_and_the_goodput_grid(searched, expected):
+    grid, rows = expected
+    specs = chart_specs(searched)
+    front = specs["cs_frontier"]["layout"]
+    assert front["meta"]["configs"] == 9 and front["meta"]["best"] == best(rows) + 1
+    assert front["meta"]["ttft_slo"] == 4000.0
+    assert any(s.get("type") == "line" and s.get("x0") == 4000.0 for s in front["shapes"])
+    assert best(rows) + 1 in front["meta"]["frontier"]
+    heat = specs["cs_heatmap"]["layout"]["meta"]
+    assert heat["x"] == ["8", "16", "32"] and heat["y"] == ["128", "256", "512"]
+    # cell [y][x] is that config's goodput (only two knobs swept: one config per cell)
+    cfgs = grid.configs()
+    for i, c in enumerate(cfgs):
+        x = DEFAULT_GRID["max_num_seqs"].index(c["max_num_seqs"])
+        y = DEFAULT_GRID["max_num_batched_tokens"].index(c["max_num_batched_tokens"])
+        assert heat["z"][y][x] == rows[i]["goodput"]
+
+
+def test_the_link_opens_the_best_config_on_playback(searched, expected):
+    grid, rows = expected
+    best_cfg = grid.configs()[best(rows)]
+    url = searched.get("link_button")[0].proto.url
+    path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
+    assert path == "playback"
+    assert query["pb_max_seqs"] == str(best_cfg["max_num_seqs"])
+    assert query["pb_budget"] == str(best_cfg["max_num_batched_tokens"])
+    pb = AppTest.from_file(APP, default_timeout=180)
+    for k, v in query.items():
+        pb.query_params[k] = v
+    pb.switch_page("pages/playback.py").run()
+    assert not pb.exception and not pb.error, (pb.exception, pb.error)
+    assert pb.selectbox(key="keep_pb_scenario").value == "random_500"
+    assert pb.number_input(key="keep_pb_max_seqs").value == best_cfg["max_num_seqs"]
+    assert pb.number_input(key="keep_pb_budget").value == best_cfg["max_num_batched_tokens"]
+    assert pb.number_input(key="keep_pb_blocks").value == 300   # not swept: the scenario's own
+
+
+def test_the_settings_live_in_the_url_and_a_link_brings_them_back():
+    at = open_page()
+    at.multiselect(key="cs_knob_pick").set_value(["max_num_seqs", "policy"]).run()
+    at.text_input(key="keep_cs_v_policy").set_value("fcfs, sjf").run()
+    at.number_input(key="keep_cs_tpot").set_value(12.0).run()
+    assert not at.exception
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert link["cs_knobs"] == "max_num_seqs,policy" and link["cs_v_policy"] == "fcfs, sjf"
+    assert link["cs_tpot"] == "12.0"
+    again = open_page(**link)
+    assert again.multiselect(key="cs_knob_pick").value == ["max_num_seqs", "policy"]
+    assert again.text_input(key="keep_cs_v_policy").value == "fcfs, sjf"
+    assert again.number_input(key="keep_cs_tpot").value == 12.0
+    assert any("6 configs × 500 requests" in c.value for c in again.caption)
+
+
+@pytest.mark.parametrize("knob, text, message", [
+    ("max_num_seqs", "8, lots", "max_num_seqs takes whole numbers, not 'lots'"),
+    ("max_num_seqs", "0, 8", "config 1 of 6 (max_num_seqs=0, max_num_batched_tokens=128): config max_num_seqs"),
+    ("max_num_batched_tokens", "", "give max_num_batched_tokens at least one value"),
+])
+def test_bad_values_say_why_in_one_line(knob, text, message):
+    at = open_page()
+    at.text_input(key=f"keep_cs_v_{knob}").set_value(text).run()
+    assert not at.exception
+    assert at.error and message in at.error[0].value
+    assert not at.get("plotly_chart")
+
+
+def test_a_stopped_search_shows_the_configs_it_ran(searched, expected):
+    grid, rows = expected
+    run = dict(searched.session_state["cs_run"])
+    searched.session_state["cs_run"] = {**run, "rows": run["rows"][:3], "running": False, "stopped": True}
+    searched.run()
+    assert not searched.exception
+    assert any("Stopped after 3 of 9 configs" in w.value for w in searched.warning)
+    b3 = best(rows[:3])
+    assert chart_specs(searched)["cs_frontier"]["layout"]["meta"]["best"] == b3 + 1
+    assert not searched.button(key="cs_run_button").disabled   # it can run again
+    searched.session_state["cs_run"] = run   # leave the module's fixture as it was
