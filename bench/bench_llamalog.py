@@ -1,20 +1,23 @@
 """llama-server log reader: parse throughput and peak memory, next to `grep -c` (the I/O floor).
 
-  python bench/bench_llamalog.py           # the largest shared log and a ~60 MB concatenation
+  python bench/bench_llamalog.py           # the largest shared log, a ~60 MB concatenation, and the
+                                           # same behind docker's `logs -t` prefix (~61 MB)
   python bench/bench_llamalog.py --quick   # only the largest log
   python bench/bench_llamalog.py FILE...   # your own logs
 
 Files: the largest log in ../shared/llama-logs (else the gzipped soak fixture, unpacked to /tmp),
 and /tmp/llamalog_bench_60mb.log, made by concatenating the real shared logs (several server
-runs back to back, as a log that spans restarts would be).
+runs back to back, as a log that spans restarts would be), and /tmp/llamalog_bench_60mb_docker.log:
+that file's lines, each behind the RFC 3339 time `docker logs -t` puts before it (nanoseconds,
+trailing zeros trimmed, so the width varies), up to the same ~60 MB.
 
 Each parse runs in a fresh Python process, `--repeat` times, twice: with the C tokenizer (C,
 the reader's default; servers/llama_server/llamascan.c, built on first use) and with the regexes only (re, the
 reader on a machine without a C compiler). The time is read_llama_log's wall time (interpreter
 start and imports excluded; the best run), the memory is the child's peak RSS (ru_maxrss:
 interpreter + numpy + pandas + the parse) and how much the parse added to the RSS measured after
-the imports. Then, in the same child, the tokenizer alone is run over the whole file (what is
-left is the Python state machine). grep: `grep -c -e 'decoding batch' -e 'n_batch (effective)' FILE`,
+the imports. Then, in the same child, the tokenizer alone is run over the whole file, after the
+collectors' prefixes are taken off its lines (what is left is the Python state machine). grep: `grep -c -e 'decoding batch' -e 'n_batch (effective)' FILE`,
 the number of model calls, best of `--repeat` runs, wall time including process start. The
 "cpu" columns compare CPU time (user + sys), which a busy machine disturbs less than wall time.
 """
@@ -39,7 +42,7 @@ TARGET_BYTES = 60_000_000
 CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from servers.llama_server import native
+from servers.llama_server import native, prefixes
 from servers.llama_server import read_llama_log
 use_c = sys.argv[3] == "native"
 if use_c and native.llamascan() is None:
@@ -55,12 +58,13 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 import gzip
 from servers.llama_server.lines import QUE as _QUE, SLOT as _SLOT, SRV as _SRV
 raw = open(sys.argv[2], "rb").read()
-raw = b"\n" + (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+raw = bytearray(b"\n" + (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw))
 t0 = time.perf_counter()
+end = (native.llamastrip() if use_c else prefixes.strip_block)(raw, len(raw), prefixes.new_state())
 if use_c:
-    records = len(native.llamascan()(raw, len(raw), True)[0])
+    records = len(native.llamascan()(raw, end, True)[0])
 else:
-    records = sum(sum(1 for _ in rx.finditer(raw)) for rx in (_SLOT, _SRV, _QUE))
+    records = sum(sum(1 for _ in rx.finditer(raw, 0, end)) for rx in (_SLOT, _SRV, _QUE))
 scan = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "cpu": cpu, "peak_kb": peak, "base_kb": base, "steps": len(tr.steps),
                   "tasks": len(tr.requests), "warnings": len(tr.meta["warnings"]), "scan": scan,
@@ -98,6 +102,30 @@ def concatenated() -> Path:
             if not added:
                 break
     return BIG
+
+
+def docker_time(i: int) -> bytes:
+    """`docker logs -t`'s time for line i: RFC3339Nano, UTC, trailing zeros trimmed."""
+    ns = i * 997_003 + (i * 7919) % 1000
+    sec, frac = divmod(ns, 1_000_000_000)
+    f = f"{frac:09d}".rstrip("0")
+    return (f"2026-08-17T{10 + sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}{'.' + f if f else ''}Z ").encode()
+
+
+def prefixed_concatenation() -> Path:
+    """The concatenation's lines behind docker's prefix, up to the same size."""
+    out_path = BIG.with_name(BIG.stem + "_docker.log")
+    if out_path.exists() and TARGET_BYTES * 0.95 <= out_path.stat().st_size <= TARGET_BYTES * 1.05:
+        return out_path
+    size = 0
+    with open(concatenated(), "rb") as src, open(out_path, "wb") as out:
+        for i, line in enumerate(src):
+            rec = docker_time(i) + line
+            out.write(rec)
+            size += len(rec)
+            if size >= TARGET_BYTES:
+                break
+    return out_path
 
 
 def _children_cpu() -> float:
@@ -143,7 +171,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="only the largest shared log")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    files = [Path(f) for f in args.files] or ([largest_log()] if args.quick else [largest_log(), concatenated()])
+    files = [Path(f) for f in args.files] or ([largest_log()] if args.quick else
+                                              [largest_log(), concatenated(), prefixed_concatenation()])
     head = (f"{'file':26s} {'MB':>5s} {'grep s':>7s} {'parse s':>8s} {'MB/s':>5s} {'x grep':>6s} "
             f"{'grep cpu':>8s} {'parse cpu':>9s} {'x':>5s} {'peak RSS MB':>11s} {'parse +MB':>9s} {'calls':>6s}")
     print(head)
@@ -160,8 +189,8 @@ def main(argv=None) -> int:
             print(f"{label:26s} {mb:5.1f} {g:7.3f} {p['seconds']:8.3f} {mb / p['seconds']:5.0f} "
                   f"{p['seconds'] / g:6.1f} {gcpu:8.3f} {p['cpu']:9.3f} {p['cpu'] / max(gcpu, 1e-3):5.1f} "
                   f"{p['peak_kb'] / 1024:11.0f} {p['added_kb'] / 1024:9.0f} {p['steps']:6d}")
-            what = ("the C tokenizer alone (candidates, the frequent records parsed)" if mode == "native" else
-                    "the three line-family regexes alone (finditer)")
+            what = ("the C tokenizer alone (prefixes off, candidates, the frequent records parsed)"
+                    if mode == "native" else "the three line-family regexes alone (prefixes off, finditer)")
             print(f"  {what}: {p['scan']:.3f} s = {p['scan'] / g:.1f}x grep, {p['records']:,} records; "
                   f"the rest is the Python state machine")
         if calls_grep != p.get("steps", calls_grep):

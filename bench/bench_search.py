@@ -3,15 +3,16 @@ costs as the workload grows.
 
   python bench/bench_search.py                      # everything (20-40 min on 2 shared cores)
   python bench/bench_search.py --only workers,ray   # configs/minute on 1 and 2 local workers, on local Ray
+  python bench/bench_search.py --only overhead,ray  # what a task costs each backend beyond its run
   python bench/bench_search.py --only scale         # 10k, 100k, 1M requests: wall time and peak memory
   python bench/bench_search.py --only grid          # a 100k-request workload over a 24-config grid
   python bench/bench_search.py --only profile       # cProfile of one 10k-request config, and its memory split
 
 - workers / ray: 8 configs (max_num_seqs x policy x token budget) over a 5,000-request workload
   (bench_sim.big_workload: Poisson arrivals, lognormal lengths), the same rows on every backend
-  (checked); then 200 tiny configs (the lesson's three requests: ~1 ms of simulation each) to
-  time what a task costs a backend beyond its simulation (the per-task overhead). Ray's fixed
-  costs (starting the local cluster; its actors) are timed apart.
+  (checked). Ray's start (the local cluster) is timed apart.
+- overhead: 300 tiny configs (the lesson's three requests): wall time x 2 workers less the time
+  the runs took where they ran, per task: what a task costs the backend beyond its run.
 - scale: each size in a fresh process (peak memory is that process's ru_maxrss): generate the
   workload, simulate it (the full Trace), then the row a search makes of it (summary + SLO).
   A child is capped at --max-gb of address space and --max-min minutes, so a size that would
@@ -64,34 +65,38 @@ def bench_backends(with_ray: bool) -> dict:
     print(f"8 configs x 5,000 requests: 1 worker {t1:.1f} s ({60 * n / t1:.1f} configs/min), 2 workers {t2:.1f} s "
           f"({60 * n / t2:.1f} configs/min): {t1 / t2:.2f}x", flush=True)
     out.update(one=t1, two=t2)
-    # per-task overhead: the marginal cost of 200 more tiny configs (fixed costs, such as a pool's or
-    # the actors' start, cancel out), less their simulation (in-process)
-    tiny = SearchJob.make(scenarios.workload("lesson_abc"))
-    cfgs = lambda k: [{"max_num_seqs": 3, "aging": float(i)} for i in range(k)]  # noqa: E731
-    _, in100 = timed(lambda: run_local(tiny, cfgs(100), workers=1))
-    _, in300 = timed(lambda: run_local(tiny, cfgs(300), workers=1))
-    sim_each = (in300 - in100) / 200
-    _, l100 = timed(lambda: run_local(tiny, cfgs(100), workers=2))
-    _, l300 = timed(lambda: run_local(tiny, cfgs(300), workers=2))
-    local_task = (l300 - l100) / 200 * 2 - sim_each   # two workers: a task holds one of them for twice that
-    print(f"tiny configs (3 requests): {1000 * sim_each:.2f} ms of simulation each; 2 local workers add "
-          f"{1000 * local_task:.2f} ms a task", flush=True)
-    out.update(sim_each=sim_each, local_task=local_task)
     if with_ray:
         from sim.search_ray import connect, run_ray
         _, t_init = timed(lambda: connect("local", 2))
         rows_r, tr = timed(lambda: run_ray(job, grid.configs(), "local"))   # joins the running one, then stops it
         assert to_csv(grid, rows_r) == to_csv(grid, rows1)
-        connect("local", 2)
-        _, r100 = timed(lambda: run_ray(tiny, cfgs(100), "local"))
-        connect("local", 2)
-        _, r300 = timed(lambda: run_ray(tiny, cfgs(300), "local"))
-        ray_task = (r300 - r100) / 200 * 2 - sim_each
         print(f"Ray (local cluster, 2 CPUs): cluster start {t_init:.1f} s; 8 configs {tr:.1f} s ({60 * n / tr:.1f} "
               f"configs/min with the actors' start and the shutdown; {60 * n / (tr + t_init):.1f} with the cluster's "
-              f"start too); a task costs {1000 * ray_task:.2f} ms beyond its simulation "
-              f"({1000 * (ray_task - local_task):+.2f} ms against local workers)", flush=True)
-        out.update(ray_init=t_init, ray=tr, ray_task=ray_task)
+              f"start too)", flush=True)
+        out.update(ray_init=t_init, ray=tr)
+    return out
+
+
+def bench_overhead(with_ray: bool, n: int = 300) -> dict:
+    """What a task costs a backend beyond its run: n tiny configs (the lesson's three requests),
+    wall time x workers less the seconds the runs took where they ran, per task (the pool's or
+    the actors' start and stop included; a Ray cluster's start not)."""
+    tiny = SearchJob.make(scenarios.workload("lesson_abc"))
+    cfgs = [{"max_num_seqs": 3, "aging": float(i)} for i in range(n)]
+    out = {}
+    sec: list = []
+    _, wall = timed(lambda: run_local(tiny, cfgs, workers=2, timings=sec))
+    out["local"] = (2 * wall - sum(sec)) / n
+    print(f"{n} tiny configs on 2 local workers: {wall:.1f} s, runs {sum(sec) / n * 1000:.1f} ms each where they ran; "
+          f"{1000 * out['local']:.1f} ms a task besides", flush=True)
+    if with_ray:
+        from sim.search_ray import connect, run_ray
+        connect("local", 2)
+        _, wall = timed(lambda: run_ray(tiny, cfgs, "local", timings=sec))
+        out["ray"] = (2 * wall - sum(sec)) / n
+        print(f"{n} tiny configs on Ray (local, 2 CPUs): {wall:.1f} s, runs {sum(sec) / n * 1000:.1f} ms each in the "
+              f"actors; {1000 * out['ray']:.1f} ms a task besides ({1000 * (out['ray'] - out['local']):+.1f} ms "
+              f"against local workers)", flush=True)
     return out
 
 
@@ -104,11 +109,24 @@ def one_size(n: int) -> None:
     from sim.slo import SLO as Targets, slo_summary
     wl, t_gen = timed(lambda: big_workload(n))
     rss_wl = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    trace, t_sim = timed(lambda: simulate(wl))
+    t0, c0 = time.perf_counter(), time.process_time()
+
+    def progress(done, total):  # every 1,000 steps: how far, how long, how much memory (the last line tells)
+        if (done * 20) // total != ((done - 1) * 20) // max(total, 1) or done == total:
+            with open("/proc/self/statm") as f:
+                rss_mb = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+            print(f"{done:,} of {total:,} requests done after {time.perf_counter() - t0:.0f} s wall, "
+                  f"{time.process_time() - c0:.0f} s CPU; RSS {rss_mb:,.0f} MB", file=sys.stderr, flush=True)
+
+    trace, t_sim = timed(lambda: simulate(wl, progress=progress))
+    cpu_sim = time.process_time() - c0
     rss_sim = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    c1 = time.process_time()
     row, t_row = timed(lambda: {**summary(trace), **slo_summary(trace, Targets.parse(SLO))})
+    cpu_row = time.process_time() - c1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"n": n, "gen_s": t_gen, "sim_s": t_sim, "row_s": t_row, "steps": trace.num_steps,
+    print(json.dumps({"n": n, "gen_s": t_gen, "sim_s": t_sim, "sim_cpu_s": cpu_sim, "row_s": t_row,
+                      "row_cpu_s": cpu_row, "steps": trace.num_steps,
                       "batch_rows": len(trace.batch), "kv_rows": len(trace.kv), "events": len(trace.events),
                       "rss_workload_mb": rss_wl / 1024, "rss_after_sim_mb": rss_sim / 1024, "rss_peak_mb": rss / 1024,
                       "goodput": row["goodput"]}))
@@ -130,14 +148,16 @@ def bench_scale(sizes, max_gb: float, max_min: float) -> list[dict]:
             continue
         wall = time.perf_counter() - t0
         if p.returncode != 0:
-            why = "MemoryError" if "MemoryError" in p.stderr else p.stderr.strip().splitlines()[-1:]
-            print(f"{n:>9,} requests: failed after {wall:.0f} s ({why}; address space capped at {max_gb:g} GB)",
-                  flush=True)
+            lines = p.stderr.strip().splitlines()
+            why = "MemoryError" if "MemoryError" in p.stderr else (lines[-1] if lines else f"exit {p.returncode}")
+            last = next((ln for ln in reversed(lines) if "requests done after" in ln), "no progress line")
+            print(f"{n:>9,} requests: failed after {wall:.0f} s ({why}; address space capped at {max_gb:g} GB); "
+                  f"the last progress: {last}", flush=True)
             out.append({"n": n, "failed": str(why), "wall_s": wall})
             continue
         r = json.loads(p.stdout.strip().splitlines()[-1])
-        print(f"{n:>9,} requests: generate {r['gen_s']:.1f} s, simulate {r['sim_s']:.1f} s, the search's row "
-              f"{r['row_s']:.1f} s; {r['steps']:,} steps, {r['batch_rows']:,} batch rows, {r['kv_rows']:,} KV rows; "
+        print(f"{n:>9,} requests: generate {r['gen_s']:.1f} s, simulate {r['sim_s']:.1f} s wall "
+              f"({r['sim_cpu_s']:.1f} s CPU), the search's row {r['row_s']:.1f} s ({r['row_cpu_s']:.1f} s CPU); {r['steps']:,} steps, {r['batch_rows']:,} batch rows, {r['kv_rows']:,} KV rows; "
               f"peak RSS {r['rss_peak_mb']:,.0f} MB (workload {r['rss_workload_mb']:,.0f}, after simulate "
               f"{r['rss_after_sim_mb']:,.0f})", flush=True)
         out.append(r)
@@ -150,15 +170,17 @@ def bench_grid() -> float:
         wl.write_text(json.dumps(big_workload(100_000).to_json()))
         grid = Path(d, "g.json")
         grid.write_text(json.dumps(GRID24))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run([sys.executable, "-m", "sim", "search", str(wl), "--grid", str(grid), "--slo", json.dumps(SLO),
                             "-o", str(Path(d, "out.csv")), "--workers", "2", "--quiet"], cwd=ROOT,
                            capture_output=True, text=True)
         wall = time.perf_counter() - t0
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
         assert p.returncode == 0, p.stderr
         lines = Path(d, "out.csv").read_text().splitlines()
         print(f"100,000 requests x 24 configs, `python -m sim search --workers 2`: {wall:.0f} s end to end "
-              f"({60 * 24 / wall:.2f} configs/min); {len(lines) - 1} rows; {p.stdout.strip().splitlines()[-1]}",
+              f"({60 * 24 / wall:.2f} configs/min; {cpu:.0f} s CPU in all its processes); {len(lines) - 1} rows; {p.stdout.strip().splitlines()[-1]}",
               flush=True)
         return wall
 
@@ -197,9 +219,9 @@ def bench_profile(n: int = 10_000) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="workers,ray,scale,grid,profile")
+    ap.add_argument("--only", default="workers,ray,overhead,scale,grid,profile")
     ap.add_argument("--sizes", default="10000,100000,1000000")
-    ap.add_argument("--max-gb", type=float, default=12.0, help="address-space cap of a scale child")
+    ap.add_argument("--max-gb", type=float, default=8.0, help="address-space cap of a scale child")
     ap.add_argument("--max-min", type=float, default=20.0, help="time cap of a scale child")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -210,6 +232,8 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     if only & {"workers", "ray"}:
         bench_backends("ray" in only)
+    if "overhead" in only:
+        bench_overhead("ray" in only)
     if "scale" in only:
         bench_scale([int(s) for s in args.sizes.split(",")], args.max_gb, args.max_min)
     if "grid" in only:

@@ -97,7 +97,7 @@ def _preemptions(trace: Trace) -> pd.DataFrame:
 
 
 def rejected_per_step(trace: Trace) -> pd.DataFrame:
-    """Arrivals turned away (queue full), per step, from the trace's reject events: step, count, and
+    """Arrivals turned away (queue full, or by SLO admission), per step, from the trace's reject events: step, count, and
     who (the first few names). (sim.lessons.admission.rejections lists them one row per request.)"""
     ev = trace.events
     rej = ev[ev["kind"].to_numpy() == "reject"]
@@ -111,7 +111,7 @@ def rejected_per_step(trace: Trace) -> pd.DataFrame:
 
 
 def _rejection_marks(rej: pd.DataFrame, y, size: int, **axes) -> dict:
-    return {"type": "scattergl" if len(rej) > 2000 else "scatter", "name": "rejected (queue full)",
+    return {"type": "scattergl" if len(rej) > 2000 else "scatter", "name": "rejected (queue full or SLO admission)",
             "x": rej["step"].to_numpy(), "y": y, "mode": "markers", "cliponaxis": False,
             "marker": {"symbol": "triangle-down", "size": size, "color": REJECT, "line": {"width": 1, "color": "white"}},
             "customdata": np.stack([rej["count"].to_numpy(), rej["who"].astype(str).to_numpy()], axis=-1),

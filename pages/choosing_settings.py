@@ -150,7 +150,7 @@ running = bool(run and run["running"])
 b1.button("Run the search", type="primary", icon=":material/play_arrow:", on_click=_start, args=(search_id,),
           disabled=running, key="cs_run_button")
 b2.button("Stop", icon=":material/stop:", on_click=_stop, disabled=not running, key="cs_stop_button")
-info.caption(f"{len(configs):,} configs × {len(workload.requests):,} requests"
+info.caption(f"{len(configs):,} config{'s' if len(configs) != 1 else ''} × {len(workload.requests):,} requests"
              + (f"; SLO {', '.join(f'{k} ≤ {v:,.4g} {unit}' for k, v in slo.items())}" if slo else "; no SLO targets"))
 if importlib.util.find_spec("ray") is None:
     ray_hint = "Ray is not installed here: `pip install ray==2.58.0` (in requirements-dev.txt)."

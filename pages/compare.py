@@ -161,7 +161,7 @@ HEAD = [("steps", "Steps", True), ("ttft_mean", "Mean TTFT", True), ("ttft_p99",
         ("preemptions", "Preemptions", True)]
 rejecting = bool(ma["rejected"] or mb["rejected"])
 if rejecting:  # latencies count only the requests served: say how many each side turned away
-    HEAD.append(("rejected", "Rejected (queue full)", True))
+    HEAD.append(("rejected", "Rejected (queue full or SLO)", True))
 for i, (key, label, lower_better) in enumerate(HEAD):
     if i % 4 == 0:
         row = st.columns(4)
@@ -183,7 +183,7 @@ st.caption(
     "A's slot lanes above, B's below, on one step axis: one row per slot, one column per step, the colour "
     "says which request ran there (the same request has the same colour on both sides), a lighter shade is "
     "prompt work, a darker one recomputation, a red × a preemption"
-    + (", a dark ▼ above a side's lanes arrivals it turned away (queue full)" if rejecting else "")
+    + (", a dark ▼ above a side's lanes arrivals it turned away (queue full or SLO admission)" if rejecting else "")
     + ". ▶ Play moves both sides together.")
 st.plotly_chart(lockstep_figure(ta, tb, titles=(side_title("a"), side_title("b"))), key="lockstep",
                 theme=None, config={"displaylogo": False})

@@ -68,12 +68,13 @@ def _config_overrides(text: str | None, workload) -> dict:
 def cmd_trace(args) -> int:
     from .simulate import simulate
     wl = _load_workload(args.workload)
+    cost = _run_cost(wl, None)   # a public trace's ms arrivals want steps in ms (sim run's rule)
     try:
         if args.out and args.out != "-":
             with open(args.out, "w") as f:
-                simulate(wl, oracle_out=f)
+                simulate(wl, oracle_out=f, cost=cost)
         else:
-            simulate(wl, oracle_out=sys.stdout)
+            simulate(wl, oracle_out=sys.stdout, cost=cost)
     except (ValueError, RuntimeError) as e:   # a pool too small, the step cap
         raise SystemExit(str(e))
     return 0
@@ -183,13 +184,13 @@ def cmd_llamalog(args) -> int:
         m = trace.meta
         print(f"build {s['build'] or 'unknown'}; {s['batches']} model calls; {len(s['tasks'])} tasks; "
               f"slots {m.get('n_slots')}, n_batch {m.get('n_batch')}, n_ubatch {m.get('n_ubatch')}, "
-              f"n_ctx {m.get('n_ctx')}; time unit {m.get('time_unit')}; "
+              f"n_ctx {m.get('n_ctx')}; time unit {m.get('time_unit')} ({m.get('clock')}); "
               f"{s['unparsed_lines']} line(s) not understood")
         print(f"{'task':>8} {'slot':>4} {'prompt':>7} {'cached':>7} {'generated':>9}  finish")
         for t in s["tasks"]:
             cell = lambda v: "?" if v is None else v  # noqa: E731
             print(f"{t['task']:>8} {cell(t['slot']):>4} {cell(t['prompt_tokens']):>7} {cell(t['cached_tokens']):>7} "
-                  f"{cell(t['generated_tokens']):>9}  {t['finish']}")
+                  f"{cell(t['generated_tokens']):>9}  {t['finish']}{' (partial)' if t.get('partial') else ''}")
     return 0
 
 

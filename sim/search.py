@@ -26,6 +26,7 @@ import math
 import multiprocessing
 import os
 import socket
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, fields
 from typing import Callable, Iterable
@@ -59,6 +60,8 @@ def _check_value(knob: str, v) -> None:
     if knob == "max_model_len":
         ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
         want = "a whole number of at least 1, or null"
+    elif default is None:  # an optional object (the admission's SLO targets): checked by the scheduler
+        ok, want = v is None or isinstance(v, dict), "a JSON object or null"
     elif isinstance(default, bool):
         ok, want = isinstance(v, bool), "true or false"
     elif isinstance(default, int):
@@ -225,25 +228,31 @@ def _init_worker(job: SearchJob) -> None:
     _RUNNER = Runner(job)
 
 
-def _run_in_worker(index: int, overrides: dict) -> tuple[int, dict, str]:
-    return index, _RUNNER.run(overrides), where()
+def _run_in_worker(index: int, overrides: dict) -> tuple[int, dict, str, float]:
+    t0 = time.perf_counter()
+    row = _RUNNER.run(overrides)
+    return index, row, where(), time.perf_counter() - t0
 
 
 Progress = Callable[[int, int, int, str], None]  # (done, total, index, where)
 
 
 def run_local(job: SearchJob, configs: list[dict], workers: int = 1, progress: Progress | None = None,
-              placement: list | None = None) -> list[dict]:
+              placement: list | None = None, timings: list | None = None) -> list[dict]:
     """Every config's row, in the configs' order. workers=1 runs them here; more: that many
-    processes. `placement`, when given, gets where each config ran (by index)."""
+    processes. `placement`, when given, gets where each config ran (by index); `timings` the
+    seconds each took where it ran (what a backend adds is the rest of the wall time)."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
     rows: list = [None] * len(configs)
     where_ran: list = [None] * len(configs)
+    seconds: list = [None] * len(configs)
     if workers == 1 or len(configs) <= 1:
         runner = Runner(job)
         for i, overrides in enumerate(configs):
+            t0 = time.perf_counter()
             rows[i], where_ran[i] = runner.run(overrides), where()
+            seconds[i] = time.perf_counter() - t0
             if progress:
                 progress(i + 1, len(configs), i, where_ran[i])
     else:
@@ -254,12 +263,14 @@ def run_local(job: SearchJob, configs: list[dict], workers: int = 1, progress: P
                                  initializer=_init_worker, initargs=(job,)) as pool:
             futures = [pool.submit(_run_in_worker, i, c) for i, c in enumerate(configs)]
             for done, fut in enumerate(as_completed(futures), 1):
-                i, row, w = fut.result()
-                rows[i], where_ran[i] = row, w
+                i, row, w, sec = fut.result()
+                rows[i], where_ran[i], seconds[i] = row, w, sec
                 if progress:
                     progress(done, len(configs), i, w)
     if placement is not None:
         placement[:] = where_ran
+    if timings is not None:
+        timings[:] = seconds
     return rows
 
 
@@ -281,6 +292,8 @@ def _cell(v) -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return "" if math.isnan(v) else repr(v)
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
     return str(v)
 
 

@@ -14,6 +14,7 @@ needs only the same Python, numpy and pandas, not a checkout of this repo.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from .search import Progress, Runner, SearchJob
@@ -30,10 +31,12 @@ class SearchActor:
     def __init__(self, job: SearchJob):
         self.runner = Runner(job)
 
-    def run(self, index: int, overrides: dict) -> tuple[int, dict, str]:
+    def run(self, index: int, overrides: dict) -> tuple[int, dict, str, float]:
         import ray
         node = ray.get_runtime_context().get_node_id()
-        return index, self.runner.run(overrides), f"{node}:{os.getpid()}"
+        t0 = time.perf_counter()
+        row = self.runner.run(overrides)
+        return index, row, f"{node}:{os.getpid()}", time.perf_counter() - t0
 
 
 def connect(address: str, num_cpus: int | None = None):
@@ -57,9 +60,11 @@ def connect(address: str, num_cpus: int | None = None):
 
 
 def run_ray(job: SearchJob, configs: list[dict], address: str = "local", num_cpus: int | None = None,
-            progress: Progress | None = None, placement: list | None = None) -> list[dict]:
+            progress: Progress | None = None, placement: list | None = None,
+            timings: list | None = None) -> list[dict]:
     """Every config's row, in the configs' order, run on a Ray cluster (see connect). `placement`,
-    when given, gets "node_id:pid" of the actor that ran each config."""
+    when given, gets "node_id:pid" of the actor that ran each config; `timings` the seconds each
+    took in its actor."""
     ray = connect(address, num_cpus)
     try:
         from ray.util import ActorPool
@@ -69,13 +74,16 @@ def run_ray(job: SearchJob, configs: list[dict], address: str = "local", num_cpu
         pool = ActorPool([actor.remote(job_ref) for _ in range(max(1, min(cpus, len(configs))))])
         rows: list = [None] * len(configs)
         where_ran: list = [None] * len(configs)
+        seconds: list = [None] * len(configs)
         results = pool.map_unordered(lambda a, task: a.run.remote(*task), list(enumerate(configs)))
-        for done, (i, row, w) in enumerate(results, 1):
-            rows[i], where_ran[i] = row, w
+        for done, (i, row, w, sec) in enumerate(results, 1):
+            rows[i], where_ran[i], seconds[i] = row, w, sec
             if progress:
                 progress(done, len(configs), i, w)
         if placement is not None:
             placement[:] = where_ran
+        if timings is not None:
+            timings[:] = seconds
         return rows
     finally:
         ray.shutdown()

@@ -139,3 +139,17 @@ def test_a_stopped_search_shows_the_configs_it_ran(searched, expected):
     assert chart_specs(searched)["cs_frontier"]["layout"]["meta"]["best"] == b3 + 1
     assert not searched.button(key="cs_run_button").disabled   # it can run again
     searched.session_state["cs_run"] = run   # leave the module's fixture as it was
+
+
+def test_with_no_knob_swept_the_search_is_the_workloads_own_config():
+    at = open_page(cs_scenario="lesson_abc", cs_ttft="100")
+    at.multiselect(key="cs_knob_pick").set_value([]).run()
+    assert any("1 config × 3 requests" in c.value for c in at.caption)
+    at.button(key="cs_run_button").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert any("**Config 1**: the workload's own config" in m.value for m in at.markdown)
+    assert "cs_heatmap" not in chart_specs(at)
+    assert chart_specs(at)["cs_frontier"]["layout"]["meta"]["configs"] == 1
+    url = at.get("link_button")[0].proto.url
+    assert dict(parse_qsl(urlsplit(url).query)) == {"pb_source": "Built-in scenario", "pb_scenario": "lesson_abc",
+                                                    "pb_cost": "units"}

@@ -132,10 +132,10 @@ def test_a_queue_limit_on_one_side_rejects_there_only():
     assert not at.exception, at.exception
     assert at.query_params["cmp_b_queue"] in ("2", ["2"])
     spec = chart_specs(at)["lockstep"]
-    marks = [t for t in spec["data"] if t.get("name") == "rejected (queue full)"]
+    marks = [t for t in spec["data"] if t.get("name") == "rejected (queue full or SLO admission)"]
     assert [t["yaxis"] for t in marks] == ["y2"] and len(marks[0]["customdata"]) > 0
     assert any("queue ≤ 2" in a["text"] for a in spec["layout"]["annotations"])   # B's title says so
-    rejected = next(m for m in at.metric if m.label == "Rejected (queue full)")
+    rejected = next(m for m in at.metric if m.label == "Rejected (queue full or SLO)")
     n = sum(int(c[0]) for c in marks[0]["customdata"])   # the markers' counts
     assert rejected.value == f"0 → {n}" and n > 0
     assert any("looks faster for it" in c.value for c in at.caption)

@@ -158,15 +158,15 @@ def test_static_scheduler_and_swap(at):
 def test_queue_limit_rejects_and_marks_arrivals(at):
     at.selectbox(key="keep_pb_scenario").set_value("preemption_pressure").run()
     specs = chart_specs(at)
-    assert not any(t.get("name") == "rejected (queue full)" for t in specs["occupancy"]["data"])
+    assert not any(t.get("name") == "rejected (queue full or SLO admission)" for t in specs["occupancy"]["data"])
     at.number_input(key="keep_pb_queue_limit").set_value(2).run()
     assert not at.exception, at.exception
     assert at.query_params["pb_queue_limit"] in ("2", ["2"])
     specs = chart_specs(at)
-    marks = next(t for t in specs["occupancy"]["data"] if t.get("name") == "rejected (queue full)")
+    marks = next(t for t in specs["occupancy"]["data"] if t.get("name") == "rejected (queue full or SLO admission)")
     from sim.simulate import simulate
     tr = simulate(scenarios.workload("preemption_pressure"), {"max_queued_requests": 2})
     rejected = tr.events[tr.events["kind"] == "reject"]
     assert sum(int(c[0]) for c in marks["customdata"]) == len(rejected) == 11
-    assert any(t.get("name") == "rejected (queue full)" for t in specs["step_tokens"]["data"])
+    assert any(t.get("name") == "rejected (queue full or SLO admission)" for t in specs["step_tokens"]["data"])
     assert any("turned away because the queue was full" in c.value for c in at.caption)

@@ -202,15 +202,15 @@ def test_rejected_arrivals_are_marked_on_lanes_and_tokens():
     assert len(ev) > 0
     rej = rejected_per_step(tr)
     assert rej["count"].sum() == len(ev) and rej["step"].tolist() == sorted(ev["step"].unique())
-    lanes = next(t for t in fp.occupancy_figure(tr).data if t.name == "rejected (queue full)")
+    lanes = next(t for t in fp.occupancy_figure(tr).data if t.name == "rejected (queue full or SLO admission)")
     assert list(lanes.x) == rej["step"].tolist() and all(y < -0.5 for y in lanes.y)  # above slot 0
     assert [int(c) for c in lanes.customdata[:, 0]] == rej["count"].tolist()
     tok = step_tokens_figure(tr)
-    marks = next(t for t in tok.data if t.name == "rejected (queue full)")
+    marks = next(t for t in tok.data if t.name == "rejected (queue full or SLO admission)")
     waiting = dict(zip(tr.steps["step"], tr.steps["waiting"]))
     assert marks.yaxis == "y2" and list(marks.y) == [waiting[s] for s in rej["step"]]
-    binned = next(t for t in step_tokens_figure(tr, max_bars=10).data if t.name == "rejected (queue full)")
+    binned = next(t for t in step_tokens_figure(tr, max_bars=10).data if t.name == "rejected (queue full or SLO admission)")
     assert sum(int(c) for c in binned.customdata[:, 0]) == len(ev)
     no_limit = simulate(wl, {"max_queued_requests": 0})
     both = lockstep_figure(tr, no_limit)
-    assert [t.yaxis for t in both.data if t.name == "rejected (queue full)"] == ["y"]   # only A turned any away
+    assert [t.yaxis for t in both.data if t.name == "rejected (queue full or SLO admission)"] == ["y"]   # only A turned any away

@@ -56,3 +56,10 @@ def test_predictor_sweep_and_figure():
     go.Figure(fig.to_dict())
     assert set(fig.layout.meta["gain_kept"]) == {"0", "1", "4"}
     assert np.allclose(decode(fig.data[1].y), 100 * s["gain_kept"].to_numpy())
+
+
+def test_hover_escapes_names_from_the_workload():
+    tr = simulate(Workload([Request("<a href='x'>r</a>", 10, 2, tenant="<b>t</b>")]))
+    fig = slo_timeline_figure(slo_table(tr, SLO(ttft=1)), "units")
+    text = " ".join(t for tr_ in fig.data for t in tr_.text)
+    assert "<a" not in text and "<b>" not in text and "&lt;a href=" in text and "&lt;b&gt;t" in text

@@ -120,7 +120,8 @@ def test_mooncake_hash_ids_become_shared_prompt_prefixes():
             n = min(common * bs, len(toks[a]), len(toks[b]))
             assert toks[a][:n] == toks[b][:n]   # equal ids, equal tokens
             if common < min(len(ha), len(hb)):   # the first differing block differs from its first token
-                assert toks[a][common * bs] != toks[b][common * bs] or toks[a][common * bs + 1] != toks[b][common * bs + 1]
+                k = common * bs
+                assert toks[a][k:k + 2] != toks[b][k:k + 2]
             pairs += common > 1
     assert pairs > 10   # the fixture has real reuse beyond the shared first block
 

@@ -40,6 +40,11 @@ def test_any_scheduler_config_key_and_the_scheduler_kind_are_knobs():
     g = Grid.parse({"scheduler": ["vllm", "static"], "preemption_mode": ["recompute", "swap"],
                     "num_gpu_blocks": [300], "watermark": [0, 0.01], "enable_prefix_caching": [False]})
     assert len(g) == 8
+    slo_minded = Grid.parse({"policy": ["edf", "short_long"], "slo_admission": ["off", "reject"],
+                             "slo": [{"ttft": 400}]})
+    assert slo_minded.configs()[1] == {"policy": "edf", "slo_admission": "reject", "slo": {"ttft": 400}}
+    with pytest.raises(ValueError, match="slo must be a JSON object or null"):
+        Grid.parse({"slo": [400]})
 
 
 @pytest.mark.parametrize("grid, message", [
@@ -103,7 +108,9 @@ def test_a_row_is_the_runs_summary_and_its_slo_summary(job, rows):
 
 def test_the_table_is_the_same_on_one_or_two_workers(job, rows):
     placement: list = []
-    two = run_local(job, GRID.configs(), workers=2, placement=placement)
+    seconds: list = []
+    two = run_local(job, GRID.configs(), workers=2, placement=placement, timings=seconds)
+    assert len(seconds) == len(GRID) and all(isinstance(t, float) and t > 0 for t in seconds)
     assert to_csv(GRID, two) == to_csv(GRID, rows)
     assert len({p.split(":")[1] for p in placement}) == 2   # two processes did the work
     assert len(set(to_csv(GRID, rows).splitlines()[1:])) == len(GRID)   # the configs did differ

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.cost import UnitsCost
+from sim.cost import UnitsCost, cost_from_preset
 from sim.metrics import per_request, summary
 from sim.policies import POLICIES
 from sim.scheduler import SchedulerConfig, Seq, VllmScheduler
@@ -276,3 +276,20 @@ def test_slo_options_keep_the_invariants(wl, admission, share, sigma, ttft):
             assert admission == "reject" or cfg["max_queued_requests"] or cfg["max_queued_tokens"]
         else:
             assert int(req.loc[r.id, "output_tokens"]) == r.max_tokens
+
+
+def test_admission_on_a_timed_roofline_run():
+    # milliseconds: arrivals every 150 ms on average, prompts of 500-3,000 tokens, an RTX 4090 8B cost
+    base = generate(150, seed=4, arrival="poisson", rate=1, prompt={"dist": "uniform", "low": 500, "high": 3000},
+                    output=30, config={"max_num_batched_tokens": 4096})
+    wl = Workload([Request(r.id, r.prompt_len, r.max_tokens, arrival_time=150.0 * r.arrival_step)
+                   for r in base.requests], base.config)
+    cost, slo = cost_from_preset("rtx4090-8B"), SLO(ttft=2000)
+    off = simulate(wl, cost=cost)
+    on = simulate(wl, {"slo": slo.to_json(), "slo_admission": "reject"}, cost=cost)
+    assert on.time_unit == "ms"
+    tab = slo_table(on, slo)
+    assert 0 < tab["rejected"].sum() < 0.2 * len(tab)
+    # an estimate (context growth and KV are not priced): nearly every admitted request is in time
+    assert tab.loc[~tab["rejected"], "met"].mean() > 0.97 > slo_table(off, slo)["met"].mean() + 0.3
+    assert slo_summary(on, slo)["goodput"] > 1.5 * slo_summary(off, slo)["goodput"]

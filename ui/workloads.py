@@ -44,7 +44,7 @@ UPLOAD_HELP = ('The vLLM oracle\'s workload format: {"config": {...}, "requests"
                'trace: Azure LLM inference (CSV TIMESTAMP,ContextTokens,GeneratedTokens), BurstGPT (CSV '
                'Timestamp,Model,Request tokens,Response tokens,...) or Mooncake (JSON lines with timestamp, '
                'input_length, output_length, hash_ids); .gz too')
-UPLOAD_TYPES = ["json", "jsonl", "csv", "gz"]
+UPLOAD_TYPES = None  # any name: the content says what a file is (traces come as .csv, .txt, .jsonl, .gz, ...)
 TRACE_LIMIT = 500  # requests of a trace a page runs by default: a few minutes of traffic, seconds to simulate
 
 
@@ -90,7 +90,8 @@ class WorkloadPicker:
             st.error(problem, icon=":material/error:")
             primer.stop()
         if workload is None:
-            st.info("Upload a workload JSON on the left (the vLLM oracle's format), or pick a built-in scenario.",
+            st.info("Upload a workload JSON on the left (the vLLM oracle's format, or a request trace: Azure, "
+                    "BurstGPT or Mooncake), or pick a built-in scenario.",
                     icon=":material/upload_file:")
             primer.stop()
         if blurb:

@@ -179,18 +179,19 @@ def build_trace(rd) -> Trace:
         "server_predicted_n": int_array([t.t_en for t in kept]),
         "server_prompt_ms": np.array([t.t_pms for t in kept], dtype=float),   # None becomes NaN
         "server_predicted_ms": np.array([t.t_ems for t in kept], dtype=float),
-        # the log does not hold all of its lines: it began before the log, or runs past its end
-        "partial": np.array([t.midrun or not t.finished for t in kept], dtype=bool)})
-    began_before = sum(t.midrun for t in kept)
+        # the log does not hold all its counting lines: it began before the log (neither its launch
+        # nor its `new prompt` line is there), or runs past its end
+        "partial": np.array([(t.midrun and not t.began) or not t.finished for t in kept], dtype=bool)})
+    began_before = sum(t.midrun and not t.began for t in kept)
     if began_before:
-        rd._warn(f"{began_before} task(s) began before the log does (no launch line): each is on the slot "
-                 f"its lines name, with the counts the log holds, marked partial")
+        rd._warn(f"{began_before} task(s) began before the log does (no launch or `new prompt` line): each is "
+                 f"on the slot its lines name, with the counts the log holds, marked partial")
     # cross-check the rebuilt counts against the server's own timing lines (a task that began
     # before the log has done more than the log shows)
     bad = [t.key for t, p in zip(kept, proc) if t.t_pn is not None and p is not None and p != t.t_pn
-           and not t.midrun]
+           and not (t.midrun and not t.began)]
     bad += [t.key for t, g in zip(kept, gen) if t.t_en is not None and g is not None and g != t.t_en
-            and not t.midrun]
+            and not (t.midrun and not t.began)]
     if bad:
         rd._warn(f"rebuilt token counts differ from the server's timing lines for task(s) "
                    f"{', '.join(sorted(set(bad))[:10])}")

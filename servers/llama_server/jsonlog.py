@@ -4,8 +4,13 @@ From early 2024 until the logging rewrite of 2024-09-15 (upstream 6262d13e0, "co
 reimplement logging (#9418)") the server printed its records through `server_log()` in
 examples/server/utils.hpp: every record has a level, the C function, a message and extra
 key/values, and a `timestamp` of whole seconds (`time(nullptr)`). Two forms, set by
-`--log-format json|text` (read in ggerganov/llama.cpp examples/server/{server.cpp,utils.hpp} at
-0001ec37b4ae and 011ea9852ab7, and in the logs people pasted into bug reports):
+`--log-format json|text`. Where this comes from: examples/server/server.cpp of
+ggerganov/llama.cpp at 0001ec37b4ae (spring 2024: `server_log_json = true` by default, the
+`--log-format` option, LOG_INFO/LOG_VERBOSE with id_slot/id_task); examples/server/utils.hpp at
+011ea9852ab7 (the late-2023 server_log: JSON only, `message`, VERBOSE/WARNING/ERROR); the
+mid-2024 utils.hpp as kept in several forks (`tid`, `%4s [%24s] %s`, levels VERB/ERR/WARN/INFO);
+and logs pasted into issues (sorted keys with slot_id/task_id and launch_slot_with_data, from
+about April 2024; the text form from llama.cpp and ik_llama.cpp users):
 
 - json, one object a line. Spring-2024 builds and later: `{"tid":"1403…","timestamp":1718…,
   "level":"INFO","function":"update_slots","line":1640,"msg":"slot released","id_slot":0,

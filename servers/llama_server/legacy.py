@@ -1,12 +1,12 @@
 """Logs of llama-server builds from 2024 (before the 2024-09-15 logging rewrite), read as a Trace.
 
 What those builds printed, from upstream's examples/server/server.cpp of the time (read at
-ggerganov/llama.cpp 0001ec37b4ae, spring 2024; the late-2023 copies in LocalAI's grpc-server.cpp
-and in ollama's llm/ext_server/server.cpp; checked against logs pasted into llama.cpp and
-ik_llama.cpp issues). Each line of the middle column becomes the line in the right column, the
-one the 2025-02 build (c392e5094, the corpus's OLD) prints for the same event, and the reader
-that knows that build does the rest: its LOG_INFO/LOG_VERBOSE calls were turned into those very
-SLT_/SRV_ lines by the rewrite (6262d13e0), field for field.
+ggerganov/llama.cpp 0001ec37b4ae, spring 2024), the late-2023 server.cpp as copied into LocalAI's
+gRPC backend, and logs pasted into llama.cpp and ik_llama.cpp issues (one of 2024-01-09 shows the
+early lines below). Each 2024 line becomes the line the 2025-02 build (c392e5094, the corpus's
+OLD) prints for the same event, and the reader that knows that build does the rest: the logging
+rewrite of 2024-09-15 (6262d13e0) turned those LOG_INFO/LOG_VERBOSE calls into the very SLT_/SRV_
+lines of c392e5094, field for field.
 
 | 2024 record (jsonlog.py: `--log-format json` or text)            | becomes (c392e5094)              |
 |---|---|
@@ -38,6 +38,10 @@ runs` block (no slot), and at the next iteration `slot 0 released (K tokens in c
 prompt and every sampled token). The whole prompt went into one batch there, so a task's chunk
 is its processed prompt; a timing block belongs to the next release line (the order the server
 printed them in); the log gives no batches and no clock.
+
+Lines of the builds the reader knows natively pass as they are (a log appended to after an
+upgrade reads as two server runs); every other line (libllama's, a wrapper's, garbage) is
+skipped, except libllama's context sizes, renamed as later builds print them.
 
 The 2024 json/text records give the clock: their `timestamp` (whole seconds) minus the first
 one, in ms. meta says which forms were read and what they could not tell (format_limits).
@@ -80,7 +84,8 @@ EARLY = (E_LAUNCH, E_KVRM, E_REL, E_PTIME, E_ETIME)
 # libllama's context lines of 2024 (llama_new_context_with_model) name what later builds print
 # as llama_init_from_model
 CTX = re.compile(r"llama_new_context_with_model: +(n_ctx|n_batch|n_ubatch|flash_attn|causal_attn|n_seq_max) += (\S+)")
-# the scheduler lines of the builds the reader knows natively (c392e5094 and later)
+# the build line and the scheduler lines of the builds the reader knows natively (c392e5094 and later)
+BUILD = re.compile(r"^(?:\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] )?build:? \d+ \([0-9a-f]{6,40}\)")
 NATIVE = re.compile(r"(?:^|\s)(?:slot [\w ()~:]{12}: id +\d+ \| task -?\d+ \||srv  [\w ()~:]{12}: |que  [\w ()~:]{12}: )")
 
 LEVEL_LETTER = {"INFO": "I", "VERB": "D", "WARN": "W", "ERR": "E"}
@@ -196,11 +201,15 @@ class Translator:
                 out = self._early(line)
                 if out is not None:
                     self.forms["early"] += 1
+                    self.clock = False   # (when the first lines did not show it) their times are unknown
                     yield from out
                     continue
             m = CTX.search(line)
             if m:
                 yield f"llama_init_from_model: {m.group(1)} = {m.group(2)}"
+            elif NATIVE.search(line) or BUILD.search(line):
+                # a later build's lines (the server was upgraded, its log appended to): as they are
+                yield line.rstrip("\r\n")
 
     def _task(self, rec: Record) -> tuple[int | None, int | None]:
         s = int_field(rec, "id_slot")
@@ -444,6 +453,8 @@ def _head_of(source):
                     return _split(_read_some(g)), source
             except (OSError, EOFError, zlib.error):
                 return None
+        if isinstance(source, bytes) and not any(source.find(mk, 0, HEAD_BYTES) >= 0 for mk in MARKS):
+            return [], source   # a later build's log, told apart without copying its head
         return _split(bytes(source[:HEAD_BYTES])), source
     if hasattr(source, "read"):
         try:

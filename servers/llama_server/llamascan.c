@@ -480,10 +480,47 @@ static int family_at(const uint8_t *d, int64_t p, int64_t le) {
     return has(d, le, p, LIT("slot ")) || has(d, le, p, LIT("srv  ")) || has(d, le, p, LIT("que  "));
 }
 
+/* Could the line at ls carry a prefix? (A superset of what the parsers below take, tested with
+   a byte or two: lines of a log without prefixes are passed over at the speed of the newline scan.) */
+static int maybe_prefixed(const uint8_t *d, int64_t ls, int64_t end) {
+    uint8_t c = d[ls];
+    if (digit(c)) return ls + 4 < end && d[ls + 4] == '-';
+    if (c >= 'A' && c <= 'Z') return ls + 3 < end && d[ls + 3] == ' ';
+    if (c == '[') return ls + 1 < end && digit(d[ls + 1]);
+    if (c == ' ') return ls + 1 < end && (d[ls + 1] == 's' || d[ls + 1] == 'q' || digit(d[ls + 1]));
+    return 0;
+}
+
+/* the first line start at or after the line start p that may carry a prefix (end: none) */
+static int64_t next_candidate(const uint8_t *d, int64_t p, int64_t end) {
+    if (p >= end || maybe_prefixed(d, p, end)) return p;
+    int64_t i = p;
+#ifdef __SSE2__
+    const __m128i nl = _mm_set1_epi8('\n');
+    for (; i + 16 <= end; i += 16) {
+        uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(d + i)), nl));
+        for (; m; m &= m - 1) {
+            int64_t q = i + __builtin_ctz(m) + 1;
+            if (q < end && maybe_prefixed(d, q, end)) return q;
+        }
+    }
+#endif
+    for (; i < end; i++)
+        if (d[i] == '\n' && i + 1 < end && maybe_prefixed(d, i + 1, end)) return i + 1;
+    return end;
+}
+
 int64_t llamastrip(uint8_t *d, int64_t end, int64_t *st) {
     int64_t mode = st[0], has_origin = st[1], origin = st[2], ostyle = st[3], styles = st[4], stripped = st[5];
     int64_t w = 1, ls = 1;   /* write position; the line being read starts at ls */
     while (ls < end) {
+        int64_t c0 = next_candidate(d, ls, end);   /* the lines before it: as they are, in one move */
+        if (c0 > ls) {
+            if (w != ls) memmove(d + w, d + ls, (size_t)(c0 - ls));
+            w += c0 - ls;
+            ls = c0;
+            if (ls >= end) break;
+        }
         const uint8_t *nl = memchr(d + ls, '\n', (size_t)(end - ls));
         int64_t le = nl ? nl - d : end;   /* the line's end (its '\n') */
         int64_t next = nl ? le + 1 : end;

@@ -180,6 +180,41 @@ class LlamaLogReader(Scanning, StateMachine, Handlers):
         return build_trace(self)
 
 
+MAX_UNZIPPED_BYTES = 1 << 30   # of log text from a gzip file: a 64 MB upload could unzip to 64 GB (a zip bomb)
+
+
+class _Unzipped(Exception):
+    pass
+
+
+class _Capped:
+    """The reader as gunzip_into sees it: feed() stops once MAX_UNZIPPED_BYTES came out."""
+
+    __slots__ = ("reader", "left")
+
+    def __init__(self, reader):
+        self.reader, self.left = reader, MAX_UNZIPPED_BYTES
+
+    def feed(self, chunk: bytes) -> None:
+        if len(chunk) > self.left:
+            raise _Unzipped
+        self.left -= len(chunk)
+        self.reader.feed(chunk)
+
+    def _warn(self, msg: str) -> None:
+        self.reader._warn(msg)
+
+
+def _gunzip_capped(read, reader, progress, total, first: bytes = b"") -> None:
+    """gunzip_into that stops once MAX_UNZIPPED_BYTES of text came out, and says so."""
+    try:
+        gunzip_into(read, 1 << 20, _Capped(reader), progress, total, first=first)
+    except _Unzipped:
+        gib = MAX_UNZIPPED_BYTES / 2**30
+        reader._warn(f"unzipped, the log is over {gib:g} GiB of text: only its first {gib:g} GiB are read "
+                     f"(a bigger log: unzip it and read it with python -m sim llamalog)")
+
+
 def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | None = None,
                    block_size: int = BLOCK_SIZE, native: bool = True) -> Trace:
     """Parse a llama-server log into a Trace.
@@ -207,7 +242,7 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
             head = raw.read(2)
             raw.seek(0)
             if head == b"\x1f\x8b":
-                gunzip_into(raw.read, 1 << 20, reader, progress, total)
+                _gunzip_capped(raw.read, reader, progress, total)
             else:
                 blocks_from_stream(raw, block_size, reader, progress, total, raw.tell)
         finally:
@@ -216,7 +251,12 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
         data = source.encode("utf-8", "replace")
         feed_bytes(reader, data, block_size, progress)
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        feed_bytes(reader, bytes(source), block_size, progress)
+        data = bytes(source)
+        if data[:2] == b"\x1f\x8b":
+            chunks = io.BytesIO(data)
+            _gunzip_capped(chunks.read, reader, progress, len(data))
+        else:
+            feed_bytes(reader, data, block_size, progress)
     elif hasattr(source, "read"):
         total = None
         try:
@@ -231,7 +271,7 @@ def read_llama_log(source, *, progress: ProgressFn | None = None, name: str | No
             reader.feed(head.encode("utf-8", "replace"))
             blocks_from_stream(source, block_size, reader, progress, total, None, start=len(head))
         elif head[:2] == b"\x1f\x8b":
-            gunzip_into(source.read, 1 << 20, reader, progress, total, first=bytes(head))
+            _gunzip_capped(source.read, reader, progress, total, first=bytes(head))
         else:
             reader.feed(bytes(head))
             blocks_from_stream(source, block_size, reader, progress, total, None, start=len(head))

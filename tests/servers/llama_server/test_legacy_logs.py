@@ -220,6 +220,19 @@ def test_a_mixed_file_with_garbage_still_reads():
     assert {"text", "json"} <= set(trace.meta["log_forms"])
 
 
+def test_a_log_appended_to_after_an_upgrade():
+    """A 2024 build's log, then the same file's lines of a 2025 build: two server runs, all tasks."""
+    first = gzip.decompress(fixture(TEXT).read_bytes())
+    later = (OLD / "s5_prompt_cache_reuse.log").read_bytes()
+    trace = read_llama_log(first + later)
+    assert trace.meta["runs"] == 2
+    assert len(trace.steps) == len(read24(TEXT).steps) + len(original("s5_prompt_cache_reuse").steps)
+    got = [(t["slot"], t["prompt_tokens"], t["generated_tokens"]) for t in summary(trace)["tasks"]]
+    want = [(t["slot"], t["prompt_tokens"], t["generated_tokens"])
+            for tr in (read24(TEXT), original("s5_prompt_cache_reuse")) for t in summary(tr)["tasks"]]
+    assert got == want
+
+
 @pytest.mark.parametrize("kind", ["path", "bytes", "gzip bytes", "str", "binary stream", "text stream", "lines",
                                   "iterator"])
 def test_every_kind_of_input(kind):

@@ -535,7 +535,7 @@ def test_unknown_build_degrades_and_reports():
     s = summary(tr)
     assert s["build"] == "6900 (abcdef123)" and s["batches"] == 2
     assert s["tasks"] == [{"task": 3, "slot": 0, "prompt_tokens": 300, "cached_tokens": 0, "generated_tokens": 1,
-                           "finish": "unknown"}]
+                           "finish": "unknown", "partial": True}]   # still running when the log ends
     assert tr.steps["num_tokens"].tolist() == [300, 1] and tr.meta["batch_mismatches"] == 0
     assert tr.batch["computed_before"].tolist() == [0, 300]
     assert s["unparsed_lines"] == 2
@@ -551,9 +551,10 @@ def test_cli_json_and_trace(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sim", "llamalog", str(log), "--json", "-o", str(path)], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     s = json.loads(out.stdout)
-    assert set(s) == {"build", "batches", "tasks", "unparsed_lines"}
+    assert set(s) == {"build", "clock", "batches", "tasks", "unparsed_lines"}
     assert s == summary(parsed(log))
-    assert set(s["tasks"][0]) == {"task", "slot", "prompt_tokens", "cached_tokens", "generated_tokens", "finish"}
+    assert set(s["tasks"][0]) == {"task", "slot", "prompt_tokens", "cached_tokens", "generated_tokens", "finish",
+                                  "partial"}
     back = Trace.load(str(path))
     assert back.source == "llama-server log" and summary(back) == s
     bad = subprocess.run([sys.executable, "-m", "sim", "llamalog", str(tmp_path / "missing.log")], cwd=ROOT,
@@ -606,10 +607,13 @@ def test_foreign_line_prefixes_and_crlf():
         lines = log.read_bytes().splitlines(keepends=True)
         journald = b"".join(b"Aug 17 10:00:00 host llama-server[4242]: " + ln for ln in lines)
         tr = read_llama_log(journald)
-        assert summary(tr) == summary(ref)
+        assert {**summary(tr), "clock": None} == {**summary(ref), "clock": None}
         assert tr.meta["n_batch"] == ref.meta["n_batch"] and tr.meta["n_slots"] == ref.meta["n_slots"]
-        if ref.time_unit == "steps":   # no timestamps: records are found behind the foreign prefix
-            assert any("foreign prefix" in w for w in tr.meta["warnings"])
+        if ref.time_unit == "steps":   # no timestamps: records are found behind the foreign prefix,
+            assert any("foreign prefix" in w for w in tr.meta["warnings"])   # whose times are the clock
+            assert tr.meta["clock"] == "journald prefix" and tr.time_unit == "ms"
+        else:
+            assert tr.meta["clock"] == ref.meta["clock"] == "server timestamps"
         assert summary(read_llama_log(log.read_bytes().replace(b"\n", b"\r\n"))) == summary(ref)
 
 

@@ -87,7 +87,7 @@ def test_log_styles(style):
     assert tr.steps["num_tokens"].tolist() == [10, 1, 1]
     assert tr.batch["computed_before"].tolist() == [0, 10, 11]
     assert task_row(tr, 0) == {"task": 0, "slot": 0, "prompt_tokens": 10, "cached_tokens": 0,
-                               "generated_tokens": 3, "finish": "limit"}
+                               "generated_tokens": 3, "finish": "limit", "partial": False}
     assert tr.meta["n_slots"] == 1
     assert tr.meta["unparsed_lines"] == 0 and tr.meta["warnings"] == []
     assert tr.meta["time_unit"] == ("ms" if style in ("ts", "colors") else "steps")
@@ -230,7 +230,7 @@ def test_new_build_at_trace_level_keeps_prompt_counts():
     ]]
     tr = read_llama_log(styled(recs, "ts"))
     assert task_row(tr, 0) == {"task": 0, "slot": 0, "prompt_tokens": 299, "cached_tokens": 1,
-                               "generated_tokens": 5, "finish": "unknown"}
+                               "generated_tokens": 5, "finish": "unknown", "partial": False}
     assert len(tr.steps) == 0 and len(tr.batch) == 0
     assert len(tr.meta["warnings"]) == 1 and "no model-call lines" in tr.meta["warnings"][0]
 
@@ -255,7 +255,7 @@ def test_old_build_without_v_keeps_prompt_counts():
     ])
     tr = read_llama_log(log)
     assert task_row(tr, 0) == {"task": 0, "slot": 0, "prompt_tokens": 300, "cached_tokens": 0,
-                               "generated_tokens": 5, "finish": "unknown"}
+                               "generated_tokens": 5, "finish": "unknown", "partial": False}
     assert len(tr.steps) == 0 and len(tr.batch) == 0
 
 

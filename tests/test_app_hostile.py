@@ -1,0 +1,152 @@
+"""Hostile uploads on the pages, under Streamlit's AppTest: a plain one-line message, no
+exception, no traceback, no server path. And the guard around every page (ui/guard.py) on a
+page that fails in a way no page expected."""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import math
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+LEAKS = ("Traceback", ".py", "/work/", str(ROOT), 'File "')
+# what no text on a page may hold (a page's own captions may name a module, as the vLLM page's does)
+PAGE_LEAKS = ("Traceback", "/work/", str(ROOT), 'File "')
+
+
+def shown_text(at: AppTest) -> str:
+    """Everything the page wrote that a user reads: alerts, markdown, captions, text."""
+    parts = [e.value for kind in ("error", "warning", "info", "success", "markdown", "caption", "text")
+             for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def assert_plain(at: AppTest, *words: str) -> None:
+    assert not at.exception, at.exception
+    assert at.error, "expected a message"
+    msg = at.error[0].value
+    assert all(w in msg for w in words), msg
+    assert "\n" not in msg.strip(), msg
+    alerts = "\n".join(e.value for kind in ("error", "warning") for e in getattr(at, kind))
+    assert not any(leak in alerts for leak in LEAKS), alerts
+    assert not any(leak in shown_text(at) for leak in PAGE_LEAKS)
+
+
+def upload_on_playback(name: str, data: bytes) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="pb_upload").upload(name, data, "application/json")
+    at.run()
+    return at
+
+
+@pytest.mark.parametrize("name,data,words", [
+    ("nested.json", b"[" * 100_000 + b"]" * 100_000, ("nested.json", "100,000 levels deep", "at most 64")),
+    ("nan.json", json.dumps({"requests": [{"id": "r7", "prompt_len": 4, "max_tokens": 2,
+                                           "arrival_time": math.nan}]}).encode(),
+     ("arrival_time of request r7 is NaN", "finite numbers")),
+    ("far.json", json.dumps({"requests": [{"id": "r7", "prompt_len": 4, "max_tokens": 2,
+                                           "arrival_time": 1e18}]}).encode(), ("1e+18", "to 1e+12")),
+    ("long.json", json.dumps({"requests": [{"id": "r7", "prompt_len": 1e300, "max_tokens": 2}]}).encode(),
+     ("prompt_len of request r7 is 1e+300", "10,000,000")),
+    ("digits.json", b'{"requests": [{"id": "r7", "prompt_len": ' + b"7" * 5000 + b', "max_tokens": 2}]}',
+     ("thousands of digits",)),
+])
+def test_a_hostile_workload_on_playback_is_one_plain_line(name, data, words):
+    at = upload_on_playback(name, data)
+    assert_plain(at, *words)
+    assert len(at.error[0].value) < 300
+
+
+def test_a_damaged_recording_header_on_the_vllm_page_is_one_plain_line():
+    lines = [json.loads(x) for x in gzip.decompress((ROOT / "samples/vllm/priority.jsonl.gz").read_bytes()).splitlines()]
+    lines[0]["config"]["block_size"] = 0
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.switch_page("pages/vllm_server.py").run()
+    at.sidebar.file_uploader[0].upload("bad.jsonl", "\n".join(map(json.dumps, lines)).encode(),
+                                       "application/x-ndjson").run()
+    assert_plain(at, "header is damaged", "must be a whole number from 1 to 1,024, not 0")
+
+
+def test_a_binary_file_on_the_llama_log_page_is_not_a_crash():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/llama_log.py").run()
+    at.sidebar.file_uploader[0].upload("junk.log", bytes(range(256)) * 2048, "text/plain").run()
+    assert not at.exception, at.exception
+    assert not any(leak in shown_text(at) for leak in PAGE_LEAKS)
+
+
+def test_a_settings_file_bomb_is_one_plain_line():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.file_uploader(key="ui_pb_settings_file").upload("s.json", b"[" * 20_000 + b"]" * 20_000, "application/json")
+    at.run()
+    assert_plain(at, "levels deep")
+
+
+# --------------------------------------------------------------------------------------------
+# The guard: an error no page expected, on a script that runs the real guard
+# --------------------------------------------------------------------------------------------
+
+def _failing_page():
+    import streamlit as st
+
+    from ui.guard import guarded
+
+    def page():
+        st.write("before the failure")
+        open("/work/no/such/dir/secret.txt")   # an OSError whose text holds a server path
+
+    guarded(page)
+    st.write("after the guard")
+
+
+def _stopping_page():
+    import streamlit as st
+
+    from ui.guard import guarded
+
+    def page():
+        st.write("before the stop")
+        st.stop()
+
+    guarded(page)
+    st.write("never shown: st.stop ends the run")
+
+
+def test_the_guard_turns_an_unexpected_error_into_one_plain_line_and_logs_it(caplog):
+    at = AppTest.from_function(_failing_page, default_timeout=30)
+    with caplog.at_level(logging.ERROR, logger="scheduler_lab"):
+        at.run()
+    assert not at.exception, at.exception
+    assert len(at.error) == 1
+    msg = at.error[0].value
+    assert "internal error (FileNotFoundError)" in msg and "server's log" in msg
+    assert not any(leak in shown_text(at) for leak in LEAKS), shown_text(at)
+    assert "secret.txt" not in shown_text(at)
+    assert [m.value for m in at.markdown] == ["before the failure", "after the guard"]
+    # the details went to the server's log, traceback and path included
+    rec = next(r for r in caplog.records if r.name == "scheduler_lab")
+    assert rec.exc_info and "secret.txt" in str(rec.exc_info[1])
+
+
+def test_the_guard_lets_st_stop_through():
+    at = AppTest.from_function(_stopping_page, default_timeout=30)
+    at.run()
+    assert not at.exception and not at.error
+    assert [m.value for m in at.markdown] == ["before the stop"]
+
+
+def test_the_app_hides_error_details_from_the_browser():
+    import tomllib
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    # "none": no traceback, type or message (streamlit 1.67; a plain false still shows the traceback)
+    assert cfg["client"]["showErrorDetails"] == "none"
+
