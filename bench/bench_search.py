@@ -111,8 +111,11 @@ def one_size(n: int) -> None:
     rss_wl = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.perf_counter(), time.process_time()
 
+    shown = [-1]
+
     def progress(done, total):  # every 1,000 steps: how far, how long, how much memory (the last line tells)
-        if (done * 20) // total != ((done - 1) * 20) // max(total, 1) or done == total:
+        if (bucket := (done * 20) // max(total, 1)) != shown[0]:  # each 5% of the requests
+            shown[0] = bucket
             with open("/proc/self/statm") as f:
                 rss_mb = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
             print(f"{done:,} of {total:,} requests done after {time.perf_counter() - t0:.0f} s wall, "

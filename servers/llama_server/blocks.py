@@ -187,12 +187,11 @@ def prefetched_blocks(into, block: int, reader, scan, progress, total, done: int
                     break
                 end = blocks.took(n)
                 if end:
-                    guarded = reader.families is not LOOSE
                     buf = blocks.buf
-                    end = reader.strip(buf, end)   # the carry, after the old end, stays where it is
-                    found, loadm = scan(buf, end, guarded)
+                    # prefixes off (the carry, after the old end, stays where it is), then the scan
+                    end, scanned = reader.prepare(buf, end, reader.families is not LOOSE)
                     blocks.next()   # the carry goes on in the next buffer; this one is the reader's
-                    ready.put((n, notes[:], buf, end, (found, loadm, guarded)))
+                    ready.put((n, notes[:], buf, end, scanned))
                 else:
                     ready.put((n, notes[:], None, 0, None))
                 notes.clear()

@@ -264,13 +264,20 @@ static int que_rec(const uint8_t *d, int64_t lim, int64_t p, rec_t *r) {
  * the fields a, b, c, e, and ts. */
 typedef struct { int64_t kind, pos, a, b, c, e; double ts; } out_t;
 
+static int maybe_prefixed(const uint8_t *d, int64_t ls, int64_t end);
+
 /* Scans d[0:end] (n = len(d); the ignore windows may look past end, as the reader's slices do).
  * Writes up to cap records; returns their number, or -1 when cap is too small.
- * stats[0]: candidates of `srv  load_model:` (the reader then looks for start-up lines). */
+ * stats[0]: candidates of `srv  load_model:` (the reader then looks for start-up lines).
+ * stats[1] on entry: nonzero to stop, returning -2, at the first line that may carry a
+ * collector's prefix (the reader then takes the prefixes off, llamastrip, and scans again: a log
+ * without them is never passed over twice); on return the start of that line, or -1. */
 int64_t llamascan(const uint8_t *d, int64_t n, int64_t end, int32_t guarded, int64_t cap,
                   out_t *out, int64_t *stats) {
     int64_t from[3] = {0, 0, 0}, k = 0;
+    int detect = stats[1] != 0;
     stats[0] = 0;
+    stats[1] = -1;
     /* Every family literal starts with 's' or 'q' and has a space at [4]: test 16 positions at a
        time for that (SSE2), then compare the whole literal where it holds. */
     for (int64_t i = 0; i + 5 <= end;) {
@@ -282,11 +289,21 @@ int64_t llamascan(const uint8_t *d, int64_t n, int64_t end, int32_t guarded, int
             __m128i b = _mm_loadu_si128((const __m128i *)(d + i + 4));
             __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8('s')), _mm_cmpeq_epi8(a, _mm_set1_epi8('q')));
             mask = (uint32_t)_mm_movemask_epi8(_mm_and_si128(hit, _mm_cmpeq_epi8(b, _mm_set1_epi8(' '))));
+            if (detect)
+                for (uint32_t nl = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(a, _mm_set1_epi8('\n'))); nl; nl &= nl - 1)
+                    if (maybe_prefixed(d, base + __builtin_ctz(nl) + 1, end)) {
+                        stats[1] = base + __builtin_ctz(nl) + 1;
+                        return -2;
+                    }
             i += 16;
         } else
 #endif
         {
             mask = (d[i] == 's' || d[i] == 'q') && d[i + 4] == ' ';
+            if (detect && d[i] == '\n' && maybe_prefixed(d, i + 1, end)) {
+                stats[1] = i + 1;
+                return -2;
+            }
             i += 1;
         }
         for (; mask; mask &= mask - 1) {

@@ -139,16 +139,20 @@ RECORD = struct.Struct("=6qd")   # llamascan.c's out_t: kind, start, a, b, c, e,
 
 
 def _wrap(fn):
-    def scan(data, end: int, guarded: bool):
+    def scan(data, end: int, guarded: bool, detect: bool = False):
         """(records, loadm): records an (n, 7) int64 array, one row per record (ts as a double's
-        bits); iterate rows(records) for tuples."""
+        bits); iterate rows(records) for tuples. detect: None instead, as soon as a line may carry
+        a collector's prefix (then llamastrip, and scan again)."""
         cap = end // 128 + 1024
-        stats = np.zeros(1, np.int64)
+        stats = np.zeros(2, np.int64)
         while True:
             out = np.empty((cap, 7), np.int64)
+            stats[1] = detect
             k = fn(_pointer(data), len(data), end, int(guarded), cap, out.ctypes.data, stats.ctypes.data)
             if k >= 0:
                 return out[:k], int(stats[0])
+            if k == -2:
+                return None
             cap *= 4
     return scan
 

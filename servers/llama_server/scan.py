@@ -48,12 +48,19 @@ class Scanning:
             self._scan(self.blocks.buf, end)
         self.blocks.next()
 
-    def strip(self, buf: bytearray, end: int) -> int:
-        """Take the collectors' prefixes off the lines of buf[:end] (in place): the new end."""
-        fn = native.llamastrip() if self.native else None
-        if fn is None:
-            return prefixes.strip_block(buf, end, self.prefixes)
-        return fn(buf, end, self.prefixes)
+    def prepare(self, buf: bytearray, end: int, guarded: bool):
+        """Take the collectors' prefixes off the lines of buf[:end] (in place) and, with the C
+        tokenizer, find its records: (the new end, (records, loadm, guarded) or None). The C scan
+        stops at the first line that may carry a prefix; only then are they taken off (llamastrip)
+        and the block scanned again, so a log without them pays nothing more."""
+        scan = native.llamascan() if self.native else None
+        if scan is None:
+            return prefixes.strip_block(buf, end, self.prefixes), None
+        found = scan(buf, end, guarded, True)
+        if found is None:
+            end = native.llamastrip()(buf, end, self.prefixes)
+            found = scan(buf, end, guarded)
+        return end, (*found, guarded)
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings and len(self.warnings) < 50:
@@ -75,7 +82,7 @@ class Scanning:
         if scanned is None:
             if type(data) is not bytearray:
                 data = bytearray(data)
-            end = self.strip(data, end)
+            end, scanned = self.prepare(data, end, self.families is not LOOSE)
         self._read_block(data, end, scanned)
         if not self.records:   # lines count only while no record came: a log without any is all unparsed
             self.nlines += data.count(b"\n", 0, end) - 1

@@ -22,6 +22,7 @@ How the Trace is filled, as the simulator fills it:
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import itertools
@@ -50,6 +51,10 @@ ORACLE_FIELDS = ("scheduled", "computed_before", "sampled", "preempted", "finish
                  "free_blocks_after_schedule", "cached_free_blocks", "running", "waiting")
 MAX_WARNINGS = 30
 HEADER_MAX = 1 << 16   # a header line is a few hundred bytes
+MAX_BAD_LINES = 100_000   # lines that are not JSON objects before reading stops (a recorder writes none)
+MAX_TEXT_BYTES = 1 << 30   # of (unzipped) text read from one recording
+LINE_KINDS = frozenset(("step", "add", "finish", "end", "header", "rotate"))   # what the recorder writes
+MAX_LINE_BYTES = 64 << 20   # one line (an add line holds its prompt's ids: 10M tokens fit)
 ProgressFn = Callable[[int, int | None], None]
 
 
@@ -142,14 +147,25 @@ def read_recording(source, *, progress: ProgressFn | None = None, name: str | No
         if len(first) >= HEADER_MAX and not first.endswith(b"\n"):
             raise ValueError(_not_a_recording(first) if "binary" in _not_a_recording(first) else
                              f"the first line is over {HEADER_MAX >> 10} KiB: not a recording's header")
-        for raw in itertools.chain((first,) if first else (), stream):
+        # lines read with a bound: a gzip bomb of one endless line would otherwise fill the memory
+        for raw in itertools.chain((first,) if first else (), iter(functools.partial(stream.readline, MAX_LINE_BYTES), b"")):
             lineno += 1
             done += len(raw)
+            if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                rec.warn(f"a line is over {MAX_LINE_BYTES >> 20} MiB (no recorder line is): reading stopped there")
+                break
             if progress is not None and lineno % 20000 == 0:
                 progress(done, total)
+            if bad > MAX_BAD_LINES:   # junk (a file of blank lines reads at 10-45 us a line): stop
+                rec.warn(f"over {MAX_BAD_LINES:,} lines are not JSON objects: reading stopped there")
+                break
+            if done > MAX_TEXT_BYTES:   # a gzip bomb (a 64 MB upload can unzip to 64 GB)
+                rec.warn(f"the recording is over {MAX_TEXT_BYTES >> 30} GiB of text: only its first "
+                         f"{MAX_TEXT_BYTES >> 30} GiB are read")
+                break
             try:
-                obj = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+                obj = json.loads(raw) if not raw.isspace() else None
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 if rec is None:
                     raise ValueError(_not_a_recording(raw)) from None
                 bad += 1
@@ -158,7 +174,7 @@ def read_recording(source, *, progress: ProgressFn | None = None, name: str | No
             if rec is None:
                 rec = _start(obj, raw)
                 continue
-            if not isinstance(obj, dict):
+            if not isinstance(obj, dict) or obj.get("kind") not in LINE_KINDS:
                 bad += 1
                 continue
             try:
@@ -175,7 +191,7 @@ def read_recording(source, *, progress: ProgressFn | None = None, name: str | No
         bad -= 1
         rec.warn("the last line is cut (the server was killed while writing?): it is left out")
     if bad:
-        rec.warn(f"{bad} line(s) that are not JSON objects were skipped")
+        rec.warn(f"{bad} line(s) that are not JSON objects of the recorder's kinds were skipped")
     if progress is not None:
         progress(done, total)
     rec.name = name or fname
