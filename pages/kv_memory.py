@@ -46,10 +46,11 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
 
 
 PICKER = WorkloadPicker("kv", _apply_config)
-_source, _scenario = PICKER.settings()
+_source, _scenario, *_trace_knobs = PICKER.settings()  # the rest: a request trace's limit and rate
 SETTINGS = PageSettings("kv", [
     _source,
     Setting(_scenario.key, LESSON_SCENARIO, str, choices=_scenario.choices),
+    *_trace_knobs,
     *(Setting(key, getattr(_D, name), int, bounds=BOUNDS[name]) for key, name in KNOBS.items()),
     Setting("keep_kv_policy", "fcfs", str, choices=tuple(POLICIES)),
     Setting("keep_kv_cost", "rtx4090-8B", str, choices=tuple(COST_PRESETS)),

@@ -297,7 +297,10 @@ def main(argv=None) -> int:
     from .search_cli import add_search_parser  # the config search's options and command (sim/search_cli.py)
     add_search_parser(sub)
     args = ap.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except OSError as e:   # an output path that cannot be written (inputs say so themselves)
+        raise SystemExit(f"cannot write {e.filename or 'the output'}: {e.strerror or e}") from None
 
 
 if __name__ == "__main__":

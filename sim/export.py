@@ -16,11 +16,10 @@ time with call counts; `otherData.clock` says which. The output is strict JSON (
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
+from .jsonout import dumps_strict
 from .trace import TABLES, Trace
 
 PID = 1
@@ -60,7 +59,7 @@ def table_csv(trace: Trace, name: str) -> bytes:
 
 
 def chrome_trace(trace: Trace, max_entries: int | None = None) -> dict:
-    """The trace as a Chrome/Perfetto trace-event document (a dict; json.dumps it)."""
+    """The trace as a Chrome/Perfetto trace-event document (a dict; chrome_trace_bytes writes it)."""
     scale = 1000.0  # 1 trace time unit -> 1000 us
     steps = trace.steps
     start, end, clock = _clock(steps)
@@ -135,5 +134,5 @@ def chrome_trace(trace: Trace, max_entries: int | None = None) -> dict:
 
 
 def chrome_trace_bytes(trace: Trace, max_entries: int | None = None) -> bytes:
-    # allow_nan=False: NaN is not JSON, and Perfetto refuses a file holding it
-    return json.dumps(chrome_trace(trace, max_entries), separators=(",", ":"), allow_nan=False).encode()
+    # strict: NaN is not JSON, and Perfetto refuses a file holding it (any left would be null)
+    return dumps_strict(chrome_trace(trace, max_entries), separators=(",", ":")).encode()

@@ -5,7 +5,7 @@ the value and the rule (never a traceback). The limits keep any accepted file to
 work and memory a laptop has:
 
 - a JSON file: at most MAX_JSON_BYTES, UTF-8, nested at most MAX_JSON_DEPTH lists/objects deep
-  (a workload needs 4; Python's parser would hit its recursion limit near 1,000 and crash);
+  (a workload needs 4; Python's parser raises RecursionError near 1,000 levels);
 - counts (prompt_len, max_tokens): whole numbers from 1 to MAX_TOKENS (1.0 counts as 1; 2.5,
   "10", true, NaN do not);
 - arrival_step: a whole number from 0 to MAX_ARRIVAL_STEP. Every step until the last arrival is
@@ -13,7 +13,10 @@ work and memory a laptop has:
 - arrival_time: a finite number from 0 to MAX_ARRIVAL_TIME (time-driven arrivals skip idle
   time, but beyond ~1e15 a step's duration vanishes in the clock's rounding);
 - at most MAX_REQUESTS requests and MAX_TENANTS tenants (fairness metrics compare every pair);
-- ids and tenant names: text (or a whole number, for ids) of at most MAX_NAME_CHARS characters.
+- ids and tenant names: text (or a whole number, for ids) of at most MAX_NAME_CHARS characters;
+- config values of the types and ranges in CONFIG_VALUES (the whole-number knobs are
+  SchedulerConfig.validate's CONFIG_BOUNDS);
+- with prefix caching on, at most MAX_SEEDED_PROMPT_TOKENS prompt tokens drawn from seeds.
 """
 from __future__ import annotations
 
@@ -222,9 +225,11 @@ def check_request(d, index: int = 0) -> None:
     value of the wrong type or out of range (see the module's docstring for the limits)."""
     if type(d) is not dict:
         raise ValueError(f"request #{index + 1} is {shown(d)}; each request must be a JSON object")
-    if "id" not in d:
-        raise ValueError(f"request #{index + 1} has no id")
-    name(d["id"], f"the id of request #{index + 1}", allow_int=True)
+    rid = d.get("id")
+    if not ((type(rid) is str and len(rid) <= MAX_NAME_CHARS) or type(rid) is int):   # cheap first
+        if "id" not in d:
+            raise ValueError(f"request #{index + 1} has no id")
+        name(rid, f"the id of request #{index + 1}", allow_int=True)
     ids = d.get("prompt_token_ids")
     if ids is not None:
         if type(ids) is not list:

@@ -26,7 +26,11 @@ def add_search_parser(sub) -> None:
                         '[512, 1024], "scheduler": ["vllm", "static"]}; any scheduler config key is a knob')
     p.add_argument("--slo", help='SLO targets in the run\'s time unit (a file, or JSON such as {"ttft": 400, '
                                  '"tpot": 40}): adds attainment and goodput to every row')
-    p.add_argument("--cost", default="units", help="the cost preset (sim.cost.COST_PRESETS; default units)")
+    p.add_argument("--cost", help="the cost preset (sim.cost.COST_PRESETS; default units, for a public trace "
+                                  "a100-8B-fp16, a roofline in ms)")
+    p.add_argument("--limit", type=int, help="public traces: only the first N requests by arrival")
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="public traces: arrivals this many times as fast as recorded (default 1)")
     p.add_argument("-o", "--out", help="the CSV to write (default stdout)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPU count)")
@@ -59,9 +63,11 @@ def cmd_search(args) -> int:
     except OSError as e:
         raise SystemExit(f"cannot read workload {args.workload}: {e}")
     try:
-        workload = parse_workload(data, args.workload)
+        workload = parse_workload(data, args.workload, limit=args.limit, rate_scale=args.rate_scale)
+        source = getattr(workload, "source", None)   # a public trace: ms arrivals want steps in ms
+        cost = args.cost or (source["cost"] if source else "units")
         grid = Grid.parse(_json_arg(args.grid, "grid"))
-        job = SearchJob.make(workload, cost=args.cost, slo=_json_arg(args.slo, "SLO") if args.slo else None)
+        job = SearchJob.make(workload, cost=cost, slo=_json_arg(args.slo, "SLO") if args.slo else None)
         configs = grid.configs()
         check_configs(workload, configs)
     except ValueError as e:

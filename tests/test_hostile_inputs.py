@@ -461,3 +461,26 @@ def test_a_gzip_bomb_of_a_llama_log_stops_at_the_unzip_limit(monkeypatch, tmp_pa
     tr = read_llama_log(source)
     assert time.perf_counter() - t0 < 2   # all of it: about 3 s here
     assert any("only its first" in w for w in tr.meta["warnings"]), tr.meta["warnings"]
+
+
+def test_cli_says_plainly_when_it_cannot_read_or_write(tmp_path, capsys):
+    rc, _ = cli(tmp_path, capsys, workload_bytes(ONE), "run", "-o", str(tmp_path / "no" / "such" / "x.trace"))
+    assert rc == f"cannot write {tmp_path / 'no' / 'such' / 'x.trace'}: No such file or directory"
+    rc, _ = cli(tmp_path, capsys, None, "run", str(tmp_path))
+    assert rc == f"cannot read workload {tmp_path}: Is a directory"
+
+
+@pytest.mark.parametrize("body,limit,words", [
+    (b"\n" * (1 << 20), ("MAX_BAD_LINES", 1000), "over 1,000 lines are not JSON objects"),
+    (b'{"kind": "noise"}\n' * 5000, ("MAX_BAD_LINES", 1000), "over 1,000 lines are not JSON objects"),
+    (b"a" * (4 << 20), ("MAX_LINE_BYTES", 1 << 20), "a line is over 1 MiB"),
+    (b'{"kind": "end"}\n' * 200_000, ("MAX_TEXT_BYTES", 1 << 20), "only its first"),
+], ids=["blank lines", "foreign lines", "an endless line", "too much text"])
+def test_a_recording_of_junk_stops_reading_and_says_so(monkeypatch, body, limit, words):
+    from servers.vllm.recording import read_recording
+    monkeypatch.setattr(f"servers.vllm.recording.{limit[0]}", limit[1])
+    header = gzip.decompress(VLLM_SAMPLE.read_bytes()).split(b"\n")[0]
+    t0 = time.perf_counter()
+    rec = read_recording(gzip.compress(header + b"\n" + body, compresslevel=1))
+    assert time.perf_counter() - t0 < 3
+    assert any(words in w for w in rec.warnings), rec.warnings

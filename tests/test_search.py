@@ -218,3 +218,14 @@ def test_the_core_imports_without_ray():
     code = "import sys, sim.search, sim.search_ray, sim.__main__; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_command_searches_a_public_trace_in_ms(tmp_path):
+    out = tmp_path / "az.csv"
+    p = _cli(str(ROOT / "tests/fixtures/public_traces/azure_conv.csv"), "--grid", '{"max_num_seqs": [16, 64]}',
+             "--slo", '{"ttft": 500}', "--limit", "40", "--workers", "1", "--quiet", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    table = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [r["max_num_seqs"] for r in table] == ["16", "64"]
+    assert {r["time_unit"] for r in table} == {"ms"} and {r["goodput_unit"] for r in table} == {"requests/ms"}
+    assert {r["requests"] for r in table} == {"40"}

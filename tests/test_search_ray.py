@@ -4,7 +4,8 @@
 
 What Ray 2.58 needs here (2 cores, 24 GB RAM, a 24 GB /dev/shm), found while writing this:
 - each node starts ~8 processes (GCS, raylet, monitors, agents) taking ~6 s on 2 loaded cores; a
-  cluster of two is up in ~11-15 s, a search of 8 small configs on it takes ~10 s;
+  cluster of two is up in ~11-15 s, a search of 8 small configs on it takes ~10 s (the whole test:
+  56 s with the machine at load ~3, 104 s at load ~6);
 - the object store defaults to 30% of RAM in /dev/shm per node: --object-store-memory keeps it at
   100 MB (the search puts one object, the workload);
 - --num-cpus=1 per node makes the search's one-actor-per-CPU land one actor on each node;

@@ -14,6 +14,8 @@ examples. The modules, in the order a log goes through them:
 - native.py:   the C tokenizer (llamascan.c), built on first use and loaded with ctypes;
 - blocks.py:   the input as blocks of whole lines (paths, bytes, streams, gzip, line lists),
                and the read-ahead thread;
+- prefixes.py: collectors' line prefixes (docker/kubectl times, journald, `[pid] `, LM Studio),
+               taken off each line first; their time is the clock when the server printed none;
 - scan.py:     a block's records, by the C tokenizer or the regexes, and their times;
 - machine.py:  the state machine: tasks, slots and model calls (the hot loop);
 - handlers.py: what each rare record does;

@@ -160,8 +160,8 @@ def read_recording(source, *, progress: ProgressFn | None = None, name: str | No
                 rec.warn(f"over {MAX_BAD_LINES:,} lines are not JSON objects: reading stopped there")
                 break
             if done > MAX_TEXT_BYTES:   # a gzip bomb (a 64 MB upload can unzip to 64 GB)
-                rec.warn(f"the recording is over {MAX_TEXT_BYTES >> 30} GiB of text: only its first "
-                         f"{MAX_TEXT_BYTES >> 30} GiB are read")
+                rec.warn(f"the recording is over {MAX_TEXT_BYTES / 2**30:g} GiB of text: only its first "
+                         f"{MAX_TEXT_BYTES / 2**30:g} GiB are read")
                 break
             try:
                 obj = json.loads(raw) if not raw.isspace() else None
