@@ -618,6 +618,8 @@ def task_table(trace: Trace) -> pd.DataFrame:
     out = pd.DataFrame({"task": r["task"].astype(str) if "task" in r.columns else r["request"].astype(str),
                         "slot": _ints(r["slot"]),
                         "finish": r["finish_reason"].replace("", "unknown")})
+    if "partial" in r.columns and r["partial"].astype(bool).any():  # a log that begins or ends mid-run
+        out["in the log"] = np.where(r["partial"].astype(bool).to_numpy(), "partial", "whole")
     out["processed (rebuilt)"] = prompt
     out["prompt_n (server)"] = sp
     out["generated (rebuilt)"] = gen

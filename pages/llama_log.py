@@ -221,6 +221,15 @@ unparsed = int(meta.get("unparsed_lines") or 0)
 clock = "wall-clock timestamps" if uses_wall_time(trace) else "no timestamps (the clock is the model call)"
 st.markdown(f"**{plain(name)}** · {len(data) / 1e6:,.2f} MB · build **{plain(meta.get('build') or 'unknown')}** "
             f"(as the log states it) · {clock}")
+if meta.get("line_prefixes") or (meta.get("clock") or "").endswith("prefix"):
+    st.caption(f"Lines carry a prefix added by the tool that collected them ({plain(', '.join(meta.get('line_prefixes') or []))}): "
+               f"each is read after it. Clock: {plain(meta.get('clock') or 'unknown')}, from "
+               f"{plain(meta.get('time_origin') or 'unknown')}.")
+n_partial = int(trace.requests["partial"].sum()) if "partial" in trace.requests.columns else 0
+if n_partial:
+    st.info(f"{n_partial:,} task(s) began before the log or were still running at its end: their rows in the "
+            "task table say *partial*, and hold only what the log shows (the first lines are not guessed).",
+            icon=":material/content_cut:")
 if meta.get("log_format"):   # a 2024 build's log (servers/llama_server/legacy.py): what its lines cannot tell
     st.caption(f"Read as {plain(meta['log_format'])}. "
                + " ".join(plain(x[:1].upper() + x[1:]) + "." for x in meta.get("format_limits") or []))

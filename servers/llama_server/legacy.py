@@ -61,7 +61,7 @@ import pandas as pd
 from sim.trace import Trace
 
 from .jsonlog import Record, int_field, num_field, parse_record
-from .reader import LlamaLogReader
+from .reader import MAX_UNZIPPED_BYTES, LlamaLogReader
 
 HEAD_BYTES = 128 << 10   # the first lines are enough: 2024 builds print their records from the start
 HEAD_LINES = 1000
@@ -502,9 +502,17 @@ def legacy_plan(source):
 def _lines_of(source, warn):
     """(an iterator of the source's lines, its size or None, a function giving how far the input
     was read or None, the file to close or None)."""
-    def guarded(it):
+    def guarded(it, cap: int | None = None):
+        left = cap
         try:
-            yield from it
+            for line in it:
+                if left is not None:
+                    left -= len(line)
+                    if left < 0:  # a zip bomb: the same cap as the current builds' reader
+                        gib = MAX_UNZIPPED_BYTES / 2**30
+                        warn(f"unzipped, the log is over {gib:g} GiB of text: only its first {gib:g} GiB are read")
+                        return
+                yield line
         except (OSError, EOFError, zlib.error) as e:
             warn(f"the input stopped early ({type(e).__name__}: {e}); what was read is shown")
 
@@ -514,7 +522,7 @@ def _lines_of(source, warn):
         total = os.path.getsize(source)
         if raw.read(2) == b"\x1f\x8b":
             raw.seek(0)
-            return guarded(gzip.GzipFile(fileobj=raw)), total, raw.tell, raw
+            return guarded(gzip.GzipFile(fileobj=raw), MAX_UNZIPPED_BYTES), total, raw.tell, raw
         raw.seek(0)
         return guarded(raw), total, raw.tell, raw
     if isinstance(source, str):
@@ -523,7 +531,7 @@ def _lines_of(source, warn):
         data = bytes(source)
         if data[:2] == b"\x1f\x8b":
             bio = io.BytesIO(data)
-            return guarded(gzip.GzipFile(fileobj=bio)), len(data), bio.tell, None
+            return guarded(gzip.GzipFile(fileobj=bio), MAX_UNZIPPED_BYTES), len(data), bio.tell, None
         return iter(io.BytesIO(data)), len(data), None, None
     if hasattr(source, "read"):
         return guarded(source), None, None, None

@@ -265,3 +265,15 @@ def test_the_cli_reads_a_2024_log():
     assert got["batches"] == want["batches"] == len(original(TEXT[0]).steps)
     assert [(t["task"], t["slot"], t["prompt_tokens"], t["generated_tokens"]) for t in got["tasks"]] == \
         [(t["task"], t["slot"], t["prompt_tokens"], t["generated_tokens"]) for t in want["tasks"]]
+
+
+def test_a_zip_bomb_in_a_2024_format_stops_at_the_cap(monkeypatch):
+    """A gzip whose first lines look like a 2024 log, unzipping past the cap: read up to it, said plainly."""
+    import gzip as _gzip
+
+    from servers.llama_server import legacy
+    head = b'INFO [              main] HTTP server listening | tid="1" timestamp=1717000000 port="8080"\n'
+    monkeypatch.setattr(legacy, "MAX_UNZIPPED_BYTES", 200_000)
+    data = _gzip.compress(head * 10 + b"\n" * 5_000_000)
+    tr = read_llama_log(data)
+    assert any("GiB of text" in w for w in tr.meta["warnings"])
