@@ -1,7 +1,7 @@
 """The config search's figures: how fast configs go through each backend, and what one config
 costs as the workload grows.
 
-  python bench/bench_search.py                      # everything (20-40 min on 2 shared cores)
+  python bench/bench_search.py                      # everything (over an hour on 2 shared cores: the grid)
   python bench/bench_search.py --only workers,ray   # configs/minute on 1 and 2 local workers (and local Ray)
   python bench/bench_search.py --only overhead,ray  # what a task costs each backend beyond its run
   python bench/bench_search.py --only scale         # 10k, 100k, 1M requests: wall time and peak memory

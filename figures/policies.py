@@ -214,7 +214,7 @@ def predictor_gain_figure(table: pd.DataFrame, summary: pd.DataFrame, mark: floa
                              hovertemplate="sigma %{x}: %{y:.1f}% kept on average<extra></extra>"))
     if mark is not None:
         fig.add_vline(x=mark, line={"dash": "dash", "color": "#6B7280"}, annotation_text=f"sigma {mark:g}")
-    fig.update_layout(template=TEMPLATE, font=FONT, height=340, margin={"l": 60, "r": 20, "t": 30, "b": 50},
+    fig.update_layout(template=TEMPLATE, font=FONT, height=340, margin={"l": 66, "r": 20, "t": 48, "b": 58},
                       xaxis={"title": {"text": "predictor error sigma (lognormal, multiplicative)"}},
                       yaxis={"title": {"text": "SJF's gain over FCFS kept (%)"}, "range": [-5, 105]},
                       legend={"orientation": "h", "y": 1.12},

@@ -8,6 +8,8 @@ What Ray 2.58 needs here (2 cores, 24 GB RAM, a 24 GB /dev/shm), found while wri
   56 s with the machine at load ~3, 104 s at load ~6);
 - the object store defaults to 30% of RAM in /dev/shm per node: --object-store-memory keeps it at
   100 MB (the search puts one object, the workload);
+- Ray runs its workers at nice 15 (RAY_worker_niceness): with other work on the machine they got
+  a sixteenth of the CPU (1.25 s against 75 ms a tiny config); the nodes here start them at 0;
 - --num-cpus=1 per node makes the search's one-actor-per-CPU land one actor on each node;
 - `ray start --block` keeps each node's processes in the process group it started in, so the
   test stops exactly its own cluster (killpg on the ids it started) and never `ray stop`, which
@@ -89,6 +91,7 @@ def test_search_on_a_two_node_ray_cluster_equals_the_local_table(tmp_path):
     grid.write_text(json.dumps(GRID))
     node_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     node_env["RAY_USAGE_STATS_ENABLED"] = "0"
+    node_env["RAY_worker_niceness"] = "0"   # Ray's default, 15, starves its workers on a shared machine
     env = {**node_env, "PYTHONPATH": str(ROOT)}   # the driver's; the nodes' workers get sim from the job
     search = [sys.executable, "-m", "sim", "search", str(wl), "--grid", str(grid), "--slo", SLO, "--quiet"]
 
