@@ -65,6 +65,16 @@ def bench_backends(with_ray: bool) -> dict:
     print(f"8 configs x 5,000 requests: 1 worker {t1:.1f} s ({60 * n / t1:.1f} configs/min), 2 workers {t2:.1f} s "
           f"({60 * n / t2:.1f} configs/min): {t1 / t2:.2f}x", flush=True)
     out.update(one=t1, two=t2)
+    # the pool's fixed cost (a forkserver, two fresh interpreters importing sim, the workload sent
+    # to each) next to the runs: two tiny configs take no time to run, so this is all start
+    tiny = SearchJob.make(scenarios.workload(scenarios.DEFAULT_SCENARIO))
+    _, t_start = timed(lambda: run_local(tiny, Grid.parse({"max_num_seqs": [1, 2]}).configs(), workers=2))
+    sec: list = []
+    run_local(job, grid.configs(), workers=2, timings=sec)
+    longest = max(sec)
+    print(f"  the pool's start (2 tiny configs on 2 workers): {t_start:.1f} s; the longest of the 8 configs "
+          f"{longest:.1f} s of {sum(sec):.1f} s in all: 2 workers could at best take {max(longest, sum(sec) / 2):.1f} s "
+          f"plus the start", flush=True)
     if with_ray:
         from sim.search_ray import connect, run_ray
         _, t_init = timed(lambda: connect("local", 2))
