@@ -256,15 +256,10 @@ def test_a_log_without_timestamps_has_no_time_tab():
 
 
 def test_a_docker_log_that_begins_mid_run():
-    """`docker logs -t --since` of a real log (rewritten here): the page names the prefix and the clock
-    it gives, and marks the tasks that began before the excerpt partial in its task table."""
-    import re as _re
-    src = LOGS / "34af94cd9" / "s2_np4_mixed_staggered_seed2201.log"
-    ls = src.read_bytes().splitlines(keepends=True)
-    ls = [_re.sub(rb"^\d+\.\d+\.\d+\.\d+ ", b"", ln) for ln in ls]  # the server's own times off: the prefix's are the clock
-    cut = ls[len(ls) // 3:]
-    data = b"".join(b"2026-11-30T08:%02d:%02d.%06dZ " % (i // 6000 % 60, i // 100 % 60, i % 100 * 10_000) + ln
-                    for i, ln in enumerate(cut))
+    """`docker logs -t --since` of a real log (tests/collected.py): the page names the prefix and the
+    clock it gives, and marks the tasks that began before the excerpt partial in its task table."""
+    from collected import docker_excerpt
+    data = docker_excerpt()
     trace = read_llama_log(data)
     assert trace.requests["partial"].any() and not trace.requests["partial"].all()
     at = upload(open_page(), "docker.log", data)

@@ -56,3 +56,31 @@ def test_upload_a_real_log_and_see_its_batches(page: Page, app_url):
     expect(page.get_by_text("Simulated llama-server: model calls")).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
+
+
+def test_logs_as_collected_in_the_browser(page: Page, app_url, tmp_path):
+    """A `docker logs -t --since` excerpt (tests/collected.py) and a 2024 build's --log-format json
+    log (tests/fixtures/llama-logs-2024), each uploaded through the file input: their calls, what
+    the page says of the prefix, the clock and the partial tasks, and of the 2024 format."""
+    from collected import docker_excerpt
+    docker = tmp_path / "llama-server.docker.log"
+    docker.write_bytes(docker_excerpt())
+    trace = read_llama_log(docker)
+    page.goto(f"{app_url}/llama_log")
+    wait_ready(page)
+    page.locator(".st-key-ll_upload input[type=file]").set_input_files(str(docker))
+    expect(page.get_by_text(f"{len(trace.steps):,} model calls", exact=False)).to_be_visible(timeout=60_000)
+    wait_ready(page)
+    expect(page.get_by_text(re.compile(r"Lines carry a prefix.*docker"))).to_be_visible()
+    n_partial = int(trace.requests["partial"].sum())
+    body = page.locator("body").inner_text()
+    assert f"{n_partial} task(s) began before the log" in body, body[:3000]
+
+    old = Path(__file__).resolve().parents[1] / "fixtures" / "llama-logs-2024" / "s4_small_ctx_context_shift_default_on.json.log.gz"
+    n_old = len(read_llama_log(old).steps)
+    page.locator(".st-key-ll_upload input[type=file]").set_input_files(str(old))
+    expect(page.get_by_text(f"{n_old:,} model calls", exact=False)).to_be_visible(timeout=90_000)
+    wait_ready(page)
+    expect(page.get_by_text(re.compile(r"^Read as ")).first).to_be_visible()
+    body = page.locator("body").inner_text()
+    assert "Traceback" not in body and "/work/" not in body
