@@ -132,7 +132,8 @@ class LLMEngine:
         c = self.config
         self.sampling[req.id] = sampling or SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
         self.sched.pool.step = self.step_no + 1
-        seq = self.rec.arrive(self.sched, req, self.step_no + 1, self.now(), timed)
+        self.sched.clock = self.now()  # EDF's deadlines and SLO admission read the arrival's time (ms)
+        seq = self.rec.arrive(self.sched, req, self.step_no + 1, self.sched.clock, timed)
         self.requests.append(req)
         self.seqs[req.id] = seq
         self._arrived.append(req.id)
@@ -151,6 +152,7 @@ class LLMEngine:
         cpu0 = time.process_time()
         timer = PhaseTimer()
         start = (timer.t - self.t0) * 1000.0
+        sched.clock = start
         plan = sched.schedule()
         timer.lap("t_schedule")
         self._stalled = 0 if (plan.entries or plan.admitted or plan.preempted) else self._stalled + 1
