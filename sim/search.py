@@ -237,6 +237,24 @@ def _run_in_worker(index: int, overrides: dict) -> tuple[int, dict, str, float]:
 Progress = Callable[[int, int, int, str], None]  # (done, total, index, where)
 
 
+def gather(results: Iterable[tuple[int, dict, str, float]], n: int, progress: Progress | None = None,
+           placement: list | None = None, timings: list | None = None) -> list[dict]:
+    """Rows of (index, row, where, seconds) results as they finish, put back in the configs' order;
+    every backend's one way of reporting progress, placement and timings."""
+    rows: list = [None] * n
+    where_ran: list = [None] * n
+    seconds: list = [None] * n
+    for done, (i, row, w, sec) in enumerate(results, 1):
+        rows[i], where_ran[i], seconds[i] = row, w, sec
+        if progress:
+            progress(done, n, i, w)
+    if placement is not None:
+        placement[:] = where_ran
+    if timings is not None:
+        timings[:] = seconds
+    return rows
+
+
 def run_local(job: SearchJob, configs: list[dict], workers: int = 1, progress: Progress | None = None,
               placement: list | None = None, timings: list | None = None) -> list[dict]:
     """Every config's row, in the configs' order. workers=1 runs them here; more: that many
@@ -244,34 +262,22 @@ def run_local(job: SearchJob, configs: list[dict], workers: int = 1, progress: P
     seconds each took where it ran (what a backend adds is the rest of the wall time)."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    rows: list = [None] * len(configs)
-    where_ran: list = [None] * len(configs)
-    seconds: list = [None] * len(configs)
     if workers == 1 or len(configs) <= 1:
         runner = Runner(job)
-        for i, overrides in enumerate(configs):
-            t0 = time.perf_counter()
-            rows[i], where_ran[i] = runner.run(overrides), where()
-            seconds[i] = time.perf_counter() - t0
-            if progress:
-                progress(i + 1, len(configs), i, where_ran[i])
-    else:
-        # forkserver: a clean process per worker (no copy of a big parent such as a Streamlit
-        # server, no threads forked mid-lock); the job travels once per worker, in initargs
-        ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=ctx,
-                                 initializer=_init_worker, initargs=(job,)) as pool:
-            futures = [pool.submit(_run_in_worker, i, c) for i, c in enumerate(configs)]
-            for done, fut in enumerate(as_completed(futures), 1):
-                i, row, w, sec = fut.result()
-                rows[i], where_ran[i], seconds[i] = row, w, sec
-                if progress:
-                    progress(done, len(configs), i, w)
-    if placement is not None:
-        placement[:] = where_ran
-    if timings is not None:
-        timings[:] = seconds
-    return rows
+
+        def here():
+            for i, overrides in enumerate(configs):
+                t0 = time.perf_counter()
+                row = runner.run(overrides)
+                yield i, row, where(), time.perf_counter() - t0
+        return gather(here(), len(configs), progress, placement, timings)
+    # forkserver: a clean process per worker (no copy of a big parent such as a Streamlit
+    # server, no threads forked mid-lock); the job travels once per worker, in initargs
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=ctx,
+                             initializer=_init_worker, initargs=(job,)) as pool:
+        futures = [pool.submit(_run_in_worker, i, c) for i, c in enumerate(configs)]
+        return gather((f.result() for f in as_completed(futures)), len(configs), progress, placement, timings)
 
 
 # -- the table ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from .search import Progress, Runner, SearchJob
+from .search import Progress, Runner, SearchJob, gather
 
 SIM_DIR = str(Path(__file__).resolve().parent)
 # A local cluster's shared-memory object store: the workload is the only object (a 100k-request
@@ -77,18 +77,7 @@ def run_ray(job: SearchJob, configs: list[dict], address: str = "local", num_cpu
         actor = ray.remote(num_cpus=1)(SearchActor)
         job_ref = ray.put(job)
         pool = ActorPool([actor.remote(job_ref) for _ in range(max(1, min(cpus, len(configs))))])
-        rows: list = [None] * len(configs)
-        where_ran: list = [None] * len(configs)
-        seconds: list = [None] * len(configs)
         results = pool.map_unordered(lambda a, task: a.run.remote(*task), list(enumerate(configs)))
-        for done, (i, row, w, sec) in enumerate(results, 1):
-            rows[i], where_ran[i], seconds[i] = row, w, sec
-            if progress:
-                progress(done, len(configs), i, w)
-        if placement is not None:
-            placement[:] = where_ran
-        if timings is not None:
-            timings[:] = seconds
-        return rows
+        return gather(results, len(configs), progress, placement, timings)
     finally:
         ray.shutdown()
