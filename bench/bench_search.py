@@ -112,8 +112,9 @@ def bench_overhead(with_ray: bool, n: int = 300) -> dict:
 
 # -- one size in a fresh process -----------------------------------------------------------------
 
-def one_size(n: int) -> None:
-    """Child: generate n requests, simulate, make the search's row; print a JSON line."""
+def one_size(n: int, digest: bool) -> None:
+    """Child: generate n requests, simulate (the full Trace, or the search's Digest), make the
+    search's row; print a JSON line."""
     from sim.metrics import summary
     from sim.simulate import simulate
     from sim.slo import SLO as Targets, slo_summary
@@ -131,7 +132,7 @@ def one_size(n: int) -> None:
             print(f"{done:,} of {total:,} requests done after {time.perf_counter() - t0:.0f} s wall, "
                   f"{time.process_time() - c0:.0f} s CPU; RSS {rss_mb:,.0f} MB", file=sys.stderr, flush=True)
 
-    trace, t_sim = timed(lambda: simulate(wl, progress=progress))
+    trace, t_sim = timed(lambda: simulate(wl, progress=progress, digest=digest))
     cpu_sim = time.process_time() - c0
     rss_sim = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     c1 = time.process_time()
@@ -140,16 +141,19 @@ def one_size(n: int) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"n": n, "gen_s": t_gen, "sim_s": t_sim, "sim_cpu_s": cpu_sim, "row_s": t_row,
                       "row_cpu_s": cpu_row, "steps": trace.num_steps,
-                      "batch_rows": len(trace.batch), "kv_rows": len(trace.kv), "events": len(trace.events),
+                      "batch_rows": None if digest else len(trace.batch), "kv_rows": None if digest else len(trace.kv),
                       "rss_workload_mb": rss_wl / 1024, "rss_after_sim_mb": rss_sim / 1024, "rss_peak_mb": rss / 1024,
                       "goodput": row["goodput"]}))
 
 
-def bench_scale(sizes, max_gb: float, max_min: float) -> list[dict]:
+def bench_scale(sizes, max_gb: float, max_min: float, modes=("digest", "trace")) -> list[dict]:
     out = []
-    for n in sizes:
+    for mode, n in [(m, n) for m in modes for n in sizes]:
+        what = ("the search's run (a Digest: no token rows)" if mode == "digest"
+                else "the full Trace (Playback's: every token row and KV change)")
+        print(f"-- {n:,} requests, {what}", flush=True)
         code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({int(max_gb * 2**30)}, "
-                f"{int(max_gb * 2**30)})); sys.argv = ['bench_search.py', '--one', '{n}']; "
+                f"{int(max_gb * 2**30)})); sys.argv = ['bench_search.py', '--one', '{n}', '--mode', '{mode}']; "
                 f"sys.path.insert(0, {str(ROOT / 'bench')!r}); import bench_search; bench_search.main()")
         t0 = time.perf_counter()
         try:
@@ -169,8 +173,12 @@ def bench_scale(sizes, max_gb: float, max_min: float) -> list[dict]:
             out.append({"n": n, "failed": str(why), "wall_s": wall})
             continue
         r = json.loads(p.stdout.strip().splitlines()[-1])
+        r["mode"] = mode
+        rows = (f"{r['batch_rows']:,} batch rows, {r['kv_rows']:,} KV rows" if mode == "trace"
+                else "no batch rows or KV log")
         print(f"{n:>9,} requests: generate {r['gen_s']:.1f} s, simulate {r['sim_s']:.1f} s wall "
-              f"({r['sim_cpu_s']:.1f} s CPU), the search's row {r['row_s']:.1f} s ({r['row_cpu_s']:.1f} s CPU); {r['steps']:,} steps, {r['batch_rows']:,} batch rows, {r['kv_rows']:,} KV rows; "
+              f"({r['sim_cpu_s']:.1f} s CPU), the search's row {r['row_s']:.1f} s ({r['row_cpu_s']:.1f} s CPU); "
+              f"{r['steps']:,} steps, {rows}; "
               f"peak RSS {r['rss_peak_mb']:,.0f} MB (workload {r['rss_workload_mb']:,.0f}, after simulate "
               f"{r['rss_after_sim_mb']:,.0f})", flush=True)
         out.append(r)
@@ -237,9 +245,11 @@ def main() -> None:
     ap.add_argument("--max-gb", type=float, default=8.0, help="address-space cap of a scale child")
     ap.add_argument("--max-min", type=float, default=20.0, help="time cap of a scale child")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="digest", choices=("digest", "trace"), help=argparse.SUPPRESS)
+    ap.add_argument("--modes", default="digest,trace", help="scale: digest (the search's run), trace (the full Trace)")
     args = ap.parse_args()
     if args.one:
-        one_size(args.one)
+        one_size(args.one, args.mode == "digest")
         return
     only = set(args.only.split(","))
     print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
@@ -248,7 +258,7 @@ def main() -> None:
     if "overhead" in only:
         bench_overhead("ray" in only)
     if "scale" in only:
-        bench_scale([int(s) for s in args.sizes.split(",")], args.max_gb, args.max_min)
+        bench_scale([int(s) for s in args.sizes.split(",")], args.max_gb, args.max_min, args.modes.split(","))
     if "grid" in only:
         bench_grid()
     if "profile" in only:

@@ -38,6 +38,7 @@ class BlockPool:
         self._cached: dict[int, dict[int, None]] = {}  # hash -> blocks carrying it, oldest first
         self.num_cached_free = 0  # free blocks that still carry a hash (evictable cache)
         self.step = 0
+        self.logging = True   # off: no change log (a run that only wants metrics)
         # change log, parallel lists for speed
         self.log_step: list[int] = []
         self.log_block: list[int] = []
@@ -50,10 +51,20 @@ class BlockPool:
         return len(self._free)
 
     def _log(self, block: int, rid: str, op: int) -> None:
+        if not self.logging:
+            return
         self.log_step.append(self.step)
         self.log_block.append(block)
         self.log_req.append(rid)
         self.log_op.append(op)
+
+    def _log_many(self, blocks: list[int], rid: str, op: int) -> None:
+        if self.logging:
+            n = len(blocks)
+            self.log_step.extend([self.step] * n)
+            self.log_block.extend(blocks)
+            self.log_req.extend([rid] * n)
+            self.log_op.extend([op] * n)
 
     def cached_prefix(self, hashes: list[int], num_tokens: int) -> list[int]:
         """Blocks of the longest cached prefix; the hit is capped at num_tokens - 1 tokens
@@ -96,22 +107,14 @@ class BlockPool:
                 self._log(b, "", EVICTED)
             self.ref_cnt[b] = 1
             out.append(b)
-        n_out = len(out)
-        self.log_step.extend([self.step] * n_out)
-        self.log_block.extend(out)
-        self.log_req.extend([rid] * n_out)
-        self.log_op.extend([ACQUIRE] * n_out)
+        self._log_many(out, rid, ACQUIRE)
         return out
 
     def free(self, blocks: list[int], rid: str) -> None:
         """Release a request's blocks, tail first (vLLM frees them in reverse order)."""
         front = []
         order = blocks[::-1]
-        n_out = len(order)
-        self.log_step.extend([self.step] * n_out)
-        self.log_block.extend(order)
-        self.log_req.extend([rid] * n_out)
-        self.log_op.extend([RELEASE] * n_out)
+        self._log_many(order, rid, RELEASE)
         for b in order:
             self.ref_cnt[b] -= 1
             if self.ref_cnt[b] == 0:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .digest import Digest
 from .trace import Trace
 
 
@@ -25,7 +26,22 @@ def _token_times(trace: Trace) -> pd.DataFrame:
                          "time": end.reindex(sampled["step"].to_numpy()).to_numpy()})
 
 
-def per_request(trace: Trace) -> pd.DataFrame:
+def token_gaps(trace: Trace | Digest) -> pd.DataFrame:
+    """Per request with two or more delivered tokens (index: request): the mean and the worst
+    time between consecutive tokens (a Digest carries them ready)."""
+    if isinstance(trace, Digest):
+        return trace.gaps
+    tok = _token_times(trace)
+    if not len(tok):
+        return pd.DataFrame({"mean": pd.Series(dtype=float), "max": pd.Series(dtype=float)},
+                            index=pd.Index([], dtype=object, name="request"))
+    tok = tok.sort_values(["request", "step"], kind="stable")
+    gaps = tok.groupby("request", sort=False)["time"].diff()
+    g = pd.DataFrame({"request": tok["request"], "gap": gaps}).dropna()
+    return g.groupby("request")["gap"].agg(["mean", "max"])
+
+
+def per_request(trace: Trace | Digest) -> pd.DataFrame:
     """Per request: wait (arrival -> first scheduled), TTFT, end-to-end latency, inter-token
     gaps (mean and worst), tokens, preemptions."""
     r = trace.requests
@@ -36,17 +52,9 @@ def per_request(trace: Trace) -> pd.DataFrame:
     out["e2e"] = r["finish_time"].to_numpy(dtype=float) - arr
     out["wait_steps"] = (r["first_scheduled_step"].astype("Float64") - r["arrival_step"].astype("Float64") - 1
                          ).to_numpy(dtype=float, na_value=np.nan)
-    tok = _token_times(trace)
-    if len(tok):
-        tok = tok.sort_values(["request", "step"], kind="stable")
-        gaps = tok.groupby("request", sort=False)["time"].diff()
-        g = pd.DataFrame({"request": tok["request"], "gap": gaps}).dropna()
-        agg = g.groupby("request")["gap"].agg(["mean", "max"])
-        out["itl_mean"] = out["request"].map(agg["mean"]).astype(float)
-        out["itl_worst"] = out["request"].map(agg["max"]).astype(float)
-    else:
-        out["itl_mean"] = np.nan
-        out["itl_worst"] = np.nan
+    agg = token_gaps(trace)
+    out["itl_mean"] = out["request"].map(agg["mean"]).astype(float)
+    out["itl_worst"] = out["request"].map(agg["max"]).astype(float)
     out["output_tokens"] = r["output_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     out["preemptions"] = r["preemptions"].to_numpy()
     out["recomputed_tokens"] = r["recomputed_tokens"].to_numpy()
@@ -86,20 +94,29 @@ def tenant_service(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> pd.Da
     """Cumulative weighted service per tenant after each step (steps x tenants): prompt tokens
     count w_in each, generated tokens w_out each (VTC's cost function); recompute is free
     (the server's loss, not the tenant's gain)."""
-    b = trace.batch
     steps = trace.steps["step"].to_numpy()
-    tenants = trace.requests.set_index("request")["tenant"]
-    if b.empty:
-        return pd.DataFrame(index=pd.Index(steps, name="step"))
-    kind = b["kind"].to_numpy()
-    w = np.where(kind == "prefill", w_in * b["tokens"].to_numpy(dtype=float), 0.0)
-    w = w + np.where(b["sampled"].to_numpy(dtype=bool), w_out, 0.0)
-    who = tenants.reindex(b["request"]).to_numpy()
+    if isinstance(trace, Digest):  # already summed per (step, tenant)
+        sv = trace.service
+        if sv.empty:
+            return pd.DataFrame(index=pd.Index(steps, name="step"))
+        at = sv["step"].to_numpy()
+        who = sv["tenant"].to_numpy()
+        w = w_in * sv["prompt_tokens"].to_numpy(dtype=float) + w_out * sv["sampled"].to_numpy(dtype=float)
+    else:
+        b = trace.batch
+        if b.empty:
+            return pd.DataFrame(index=pd.Index(steps, name="step"))
+        tenants = trace.requests.set_index("request")["tenant"]
+        kind = b["kind"].to_numpy()
+        w = np.where(kind == "prefill", w_in * b["tokens"].to_numpy(dtype=float), 0.0)
+        w = w + np.where(b["sampled"].to_numpy(dtype=bool), w_out, 0.0)
+        who = tenants.reindex(b["request"]).to_numpy()
+        at = b["step"].to_numpy()
     # a steps x tenants grid summed with bincount (a pivot table costs ~15 ms a call; pages call
     # this a dozen times); entries of steps or requests the other tables lack are left out
-    row = np.searchsorted(steps, b["step"].to_numpy())
+    row = np.searchsorted(steps, at)
     known = (row < len(steps)) & pd.notna(who)
-    known[known] &= steps[row[known]] == b["step"].to_numpy()[known]
+    known[known] &= steps[row[known]] == at[known]
     names, col = np.unique(who[known].astype(str), return_inverse=True)
     grid = np.bincount(row[known] * len(names) + col, weights=w[known], minlength=len(steps) * len(names))
     return pd.DataFrame(grid.reshape(len(steps), len(names)).cumsum(axis=0), index=pd.Index(steps, name="step"),
@@ -149,8 +166,10 @@ def max_service_gap(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> floa
     return float(worst)
 
 
-def useful_slot_steps(trace: Trace) -> int:
+def useful_slot_steps(trace: Trace | Digest) -> int:
     """Slot-steps that did work (padding rows of static batching hold a slot and do none)."""
+    if isinstance(trace, Digest):
+        return int(trace.useful_slot_steps)
     return int((trace.batch["kind"].to_numpy() != "padding").sum())
 
 

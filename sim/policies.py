@@ -10,7 +10,9 @@ Adding a policy = one class here with @register("name").
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
+from fractions import Fraction
 from typing import Callable, Iterator
 
 POLICIES: dict[str, type["WaitingQueue"]] = {}
@@ -126,26 +128,70 @@ class Priority(WaitingQueue):
 
 class KeyedQueue(WaitingQueue):
     """A queue served by the smallest key; `aging` lowers a request's key by that much per
-    step waited, so a long-waiting request eventually wins (the cure for starvation)."""
+    step waited, so a long-waiting request eventually wins (the cure for starvation).
+
+    A heap, not a sort per step: key - aging * (step - queued_step) orders the queue as
+    key + aging * queued_step does, since aging * step is the same for everyone at a step.
+    With aging that rank is kept exact (a Fraction of the aging as written, 0.05 = 1/20), so two
+    requests whose waits make their keys equal tie, as they should, and not by a rounding error.
+    Ties go to the earlier arrival (add_seq)."""
 
     def __init__(self, aging: float = 0.0, **kw):
         super().__init__(**kw)
         self.aging = float(aging)
+        self._aging_exact = Fraction(repr(self.aging)) if self.aging else None
+        self.heap: list = []   # (rank, add_seq, seq)
 
     def key(self, seq) -> float:
         raise NotImplementedError
 
-    def _ordered(self, ctx):
-        return sorted(self.q, key=lambda s: (self.key(s) - self.aging * (ctx.step - s.queued_step), s.add_seq))
+    def add_key(self, seq) -> None:
+        """Work out `seq`'s key before it is first asked for (subclasses that store keys)."""
+
+    def _rank(self, seq):
+        k = self.key(seq)
+        if self._aging_exact is None or math.isinf(k):
+            return k
+        return (k if isinstance(k, int) else Fraction(repr(float(k)))) + self._aging_exact * seq.queued_step
+
+    def __len__(self):
+        return len(self.heap)
+
+    def members(self):
+        """The queued requests, in no particular order."""
+        return (e[-1] for e in self.heap)
 
     def __iter__(self):
-        return iter(sorted(self.q, key=lambda s: (self.key(s), s.add_seq)))
+        return iter(sorted(self.members(), key=lambda s: (self.key(s), s.add_seq)))
+
+    def add(self, seq):
+        self.add_key(seq)
+        heapq.heappush(self.heap, (self._rank(seq), seq.add_seq, seq))
+
+    prepend = add  # served by key: no front of the queue
+
+    def remove(self, seq):
+        if self.heap[0][-1] is seq:
+            heapq.heappop(self.heap)
+        else:  # a tenant cap passed over the head: rare, so a rebuild will do
+            self.heap = [e for e in self.heap if e[-1] is not seq]
+            heapq.heapify(self.heap)
 
     def peek(self, ctx):
-        for seq in self._ordered(ctx):
+        if not self.heap:
+            return None
+        if not self.tenant_cap:
+            return self.heap[0][-1]
+        for _, _, seq in sorted(self.heap, key=lambda e: e[:2]):
             if self._eligible(seq, ctx):
                 return seq
         return None
+
+    def ahead(self, seq) -> list:
+        """The queued requests served before `seq` if it joined now (aging aside)."""
+        self.add_key(seq)
+        mine = self.key(seq)
+        return [s for s in self.members() if self.key(s) <= mine]
 
 
 @register("spf")

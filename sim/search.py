@@ -205,7 +205,9 @@ class Runner:
     def run(self, overrides: dict) -> dict:
         """One config's flat metrics row; {"error": message} when it cannot run to the end."""
         try:
-            trace = simulate(self.workload, overrides, cost=cost_from_preset(self.job.cost), max_steps=MAX_STEPS)
+            # a Digest, not the Trace: the row reads a dozen numbers, not tens of millions of token rows
+            trace = simulate(self.workload, overrides, cost=cost_from_preset(self.job.cost), max_steps=MAX_STEPS,
+                             digest=True)
         except (ValueError, RuntimeError) as e:
             return {"error": str(e)}
         row = summary(trace)

@@ -13,13 +13,16 @@ from operator import itemgetter
 from typing import Callable, TextIO
 
 import numpy as np
+import pandas as pd
 
 from . import static, llamaslots  # noqa: F401  (each registers itself, in the order pages list them)
 from .cost import UnitsCost
+from .digest import Digest, gaps_frame
 from .jsonout import dumps_strict
 from .limits import check_prompt_work
 from .registry import SCHEDULERS
 from .scheduler import SchedulerConfig, StepPlan
+from .static import PADDING
 from .trace import Trace, kv_table, table_from_columns
 from .workload import Workload
 
@@ -57,6 +60,19 @@ def _columns(names, rows: list) -> dict:
     """Rows of tuples as {name: column list}. One pass per column: zip(*rows) would be a call
     with a million arguments, several times slower."""
     return {k: list(map(itemgetter(j), rows)) for j, k in enumerate(names)}
+
+
+def _note_entry(d: dict, e, step, start, end) -> None:
+    """What a prompt entry (prefill, recompute, padding) tells the requests table about its request."""
+    if e.sampled and "first_token_step" not in d:
+        d["first_token_step"] = step
+        d["first_token_time"] = end
+    if e.kind == "recompute":
+        d["recomputed_tokens"] = d.get("recomputed_tokens", 0) + e.recomputed
+    if "first_scheduled_step" not in d:
+        d["first_scheduled_step"] = step
+        d["first_scheduled_time"] = start
+        d["cached_tokens"] = e.computed_before
 
 
 class Recorder:
@@ -112,6 +128,26 @@ class Recorder:
             self.event(step, clock, r.id, "defer", "TTFT target cannot be met")
         return seq
 
+    def entries(self, ents, step, start, end, info) -> tuple[int, int, int]:
+        """Note a step's batch entries (a row each, and what the requests table learns from them);
+        returns the step's prefill, decode and recompute tokens."""
+        rows = self.batch_rows
+        prefill = decode = recompute = 0
+        for e in ents:
+            kind = e.kind
+            seq = e.seq
+            rows.append((step, seq.id, seq.slot if seq.slot >= 0 else info[seq.id].get("slot", -1), kind, e.tokens,
+                         e.computed_before, e.sampled))   # BATCH_COLUMNS' order
+            if kind == "decode":
+                decode += e.tokens
+                continue  # a decoding request was scheduled and sampled before; nothing new to note
+            _note_entry(info[seq.id], e, step, start, end)
+            if kind == "recompute":
+                recompute += e.tokens
+            else:
+                prefill += e.tokens
+        return prefill, decode, recompute
+
     def _extras(self, extras):
         if self.extra_step_columns:
             for k in self.extra_step_columns:
@@ -137,6 +173,81 @@ class Recorder:
 
     def columns(self, requests) -> RunColumns:
         return RunColumns(steps=self.steps, batch=self.batch, requests=_request_rows(requests, self.info))
+
+
+class DigestRecorder(Recorder):
+    """Records a run as a Digest (sim.digest): the requests and steps as a Recorder does, and of
+    the batch only each request's token gaps, each step's service per tenant and the working
+    slot-steps; no batch rows, KV log, events or counters. A million-request run in a small
+    fraction of the memory, for a config search's metrics."""
+
+    def __init__(self, caching: bool = False):
+        super().__init__(caching)
+        self.tok: dict[str, list] = {}   # request id -> [last token's time, sum of gaps, gaps, worst gap]
+        self.svc: tuple[list, list, list, list] = ([], [], [], [])   # step, tenant, prompt tokens, sampled
+        self.useful = 0
+
+    def event(self, step, time, rid, kind, detail=""):
+        pass   # the metrics read no events
+
+    def record_counters(self, sched, step):
+        pass
+
+    def entries(self, ents, step, start, end, info) -> tuple[int, int, int]:
+        prefill = decode = recompute = 0
+        tok = self.tok
+        served: dict[str, list] = {}   # tenant -> [prompt tokens, sampled]
+        for e in ents:
+            kind = e.kind
+            seq = e.seq
+            sv = served.get(seq.tenant)
+            if sv is None:
+                sv = served[seq.tenant] = [0, 0]
+            if e.sampled:
+                sv[1] += 1
+                g = tok.get(seq.id)
+                if g is None:
+                    tok[seq.id] = [end, 0.0, 0, 0.0]
+                else:
+                    gap = end - g[0]
+                    g[0] = end
+                    g[1] += gap
+                    g[2] += 1
+                    if gap > g[3] or g[2] == 1:
+                        g[3] = gap
+            if kind == "decode":
+                decode += e.tokens
+                continue
+            if kind == PADDING:
+                self.useful -= 1
+            _note_entry(info[seq.id], e, step, start, end)
+            if kind == "recompute":
+                recompute += e.tokens
+            else:
+                prefill += e.tokens
+                if kind == "prefill":
+                    sv[0] += e.tokens
+        self.useful += len(ents)
+        st, te, pr, sa = self.svc
+        for t, (p, n) in served.items():
+            st.append(step)
+            te.append(t)
+            pr.append(p)
+            sa.append(n)
+        return prefill, decode, recompute
+
+    def build(self, requests, cfg, mode, pool, meta: dict) -> Digest:
+        req = table_from_columns("requests", _request_rows(requests, self.info))
+        steps = table_from_columns("steps", dict(self.steps))
+        with_gaps = [(rid, g) for rid, g in self.tok.items() if g[2]]
+        gaps = gaps_frame([rid for rid, _ in with_gaps], [g[1] for _, g in with_gaps], [g[2] for _, g in with_gaps],
+                          [g[3] for _, g in with_gaps])
+        st, te, pr, sa = self.svc
+        service = pd.DataFrame({"step": np.asarray(st, dtype=np.int64), "tenant": np.asarray(te, dtype=object),
+                                "prompt_tokens": np.asarray(pr, dtype=np.int64),
+                                "sampled": np.asarray(sa, dtype=np.int64)})
+        return Digest(requests=req, steps=steps, gaps=gaps, service=service, useful_slot_steps=self.useful,
+                      meta=_trace_meta(cfg, mode, meta, len(requests)))
 
 
 @dataclass(frozen=True)
@@ -193,9 +304,11 @@ def resolve_config(workload: Workload, config) -> tuple[SchedulerConfig, str]:
 
 def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *, cost=None,
              oracle_out: TextIO | None = None, max_steps: int = 10_000_000,
-             progress: Callable[[int, int], None] | None = None, columns: bool = False) -> Trace | RunColumns:
+             progress: Callable[[int, int], None] | None = None, columns: bool = False,
+             digest: bool = False) -> Trace | RunColumns | Digest:
     """Run `workload` (its own config, overridden by `config`) and return the Trace (with
-    `columns`, only its steps, batch and requests columns: RunColumns)."""
+    `columns`, only its steps, batch and requests columns: RunColumns; with `digest`, only what
+    the metrics read: a Digest, without per-token rows or the KV log)."""
     cfg, mode = resolve_config(workload, config)
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
@@ -210,8 +323,11 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         sched.cost_model = cost
 
     arrivals = Arrivals(workload.requests)
-    rec = Recorder(cfg.enable_prefix_caching, oracle_out)
+    if digest and (columns or oracle_out is not None):
+        raise ValueError("a digest keeps no batch rows: not with columns or oracle_out")
+    rec = DigestRecorder(cfg.enable_prefix_caching) if digest else Recorder(cfg.enable_prefix_caching, oracle_out)
     pool = sched.pool
+    pool.logging = not digest
     # swap traffic costs link time; the abstract "units" model has no seconds scale, so none there
     to_unit = {"ms": 1000.0, "s": 1.0}.get(getattr(cost, "time_unit", ""), 0.0)
     swap_unit_per_byte = to_unit / SWAP_LINK_BYTES_PER_S
@@ -281,30 +397,7 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
                  swap_bytes):
     pool = sched.pool
     ents = plan.entries
-    rows = rec.batch_rows
-    prefill = decode = recompute = 0
-    for e in ents:
-        kind = e.kind
-        seq = e.seq
-        rows.append((step, seq.id, seq.slot if seq.slot >= 0 else info[seq.id].get("slot", -1), kind, e.tokens,
-                     e.computed_before, e.sampled))   # BATCH_COLUMNS' order
-        if kind == "decode":
-            decode += e.tokens
-            continue  # a decoding request was scheduled and sampled before; nothing new to note
-        d = info[seq.id]
-        if e.sampled:
-            if "first_token_step" not in d:
-                d["first_token_step"] = step
-                d["first_token_time"] = end
-        if kind == "recompute":
-            recompute += e.tokens
-            d["recomputed_tokens"] = d.get("recomputed_tokens", 0) + e.recomputed
-        else:
-            prefill += e.tokens
-        if "first_scheduled_step" not in d:
-            d["first_scheduled_step"] = step
-            d["first_scheduled_time"] = start
-            d["cached_tokens"] = e.computed_before
+    prefill, decode, recompute = rec.entries(ents, step, start, end, info)
     for seq in plan.admitted:
         d = info[seq.id]
         kind = "resume" if d.get("preemptions") else "admit"
@@ -373,11 +466,15 @@ def _build_trace(reqs, cfg, mode, rec: Recorder, pool, meta: dict) -> Trace:
     events = table_from_columns("events", rec.events)
     counters = table_from_columns("counters", rec.counters)
     kv = kv_table(pool.log_step, pool.log_block, pool.log_req, pool.log_op)
-    meta = {"source": meta.get("source"), "scheduler": mode, "time_unit": meta.get("time_unit"),
+    return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=kv, counters=counters,
+                 meta=_trace_meta(cfg, mode, meta, len(reqs)))
+
+
+def _trace_meta(cfg, mode, meta: dict, num_requests: int) -> dict:
+    return {"source": meta.get("source"), "scheduler": mode, "time_unit": meta.get("time_unit"),
             **{k: v for k, v in meta.items() if k not in ("source", "time_unit", "workload")},
             "config": cfg.to_dict(), "num_blocks": cfg.num_gpu_blocks, "block_size": cfg.block_size,
-            "workload": meta.get("workload", ""), "num_requests": len(reqs)}
-    return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=kv, counters=counters, meta=meta)
+            "workload": meta.get("workload", ""), "num_requests": num_requests}
 
 
 def oracle_jsonl(workload: Workload, config: dict | None = None) -> str:

@@ -49,20 +49,8 @@ class EarliestDeadlineFirst(KeyedQueue):
         self.clock = clock
         self.deadlines: dict[str, float] = {}
 
-    def add(self, seq):
-        self.add_key(seq)
-        super().add(seq)
-
-    prepend = add  # served by key: no front of the queue
-
     def key(self, seq):
         return self.deadlines[seq.id]
-
-    def ahead(self, seq) -> list:
-        """The queued requests served before `seq` if it joined now (aging aside)."""
-        self.add_key(seq)
-        mine = self.deadlines[seq.id]
-        return [s for s in self.q if self.deadlines[s.id] <= mine]
 
     def add_key(self, seq):
         if seq.id not in self.deadlines:
@@ -93,21 +81,12 @@ class PredictedShortestJobFirst(KeyedQueue):
         self.seed = int(getattr(config, "predictor_seed", 0) or 0)
         self.predicted: dict[str, float] = {}
 
-    def add(self, seq):
-        self.add_key(seq)
-        super().add(seq)
-
     def add_key(self, seq):
         if seq.id not in self.predicted:
             self.predicted[seq.id] = predicted_length(seq.id, seq.max_tokens, self.sigma, self.seed)
 
     def key(self, seq):
         return self.predicted[seq.id]
-
-    def ahead(self, seq) -> list:
-        self.add_key(seq)
-        mine = self.predicted[seq.id]
-        return [s for s in self.q if self.predicted[s.id] <= mine]
 
 
 @register("short_long")
