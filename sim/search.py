@@ -13,8 +13,9 @@ policy, preemption mode, ...) or "scheduler" (a registered kind). A row depends 
 workload, its config, the cost preset and the SLO: every run is deterministic, so the table is the
 same byte for byte on one process, several (run_local) or a Ray cluster (sim/search_ray.py).
 
-Local workers are processes from a forkserver, each handed the workload once (the pool's
-initializer), not once per config.
+Local workers are processes (forked from a single-threaded caller, else from a forkserver), each
+handed the workload once (the pool's initializer), not once per config; LocalSearch runs them
+in the background for a caller that polls (the Choosing settings page).
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ import math
 import multiprocessing
 import os
 import socket
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass, fields
 from typing import Callable, Iterable
 
@@ -273,13 +275,60 @@ def run_local(job: SearchJob, configs: list[dict], workers: int = 1, progress: P
                 row = runner.run(overrides)
                 yield i, row, where(), time.perf_counter() - t0
         return gather(here(), len(configs), progress, placement, timings)
-    # forkserver: a clean process per worker (no copy of a big parent such as a Streamlit
-    # server, no threads forked mid-lock); the job travels once per worker, in initargs
-    ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=ctx,
-                             initializer=_init_worker, initargs=(job,)) as pool:
-        futures = [pool.submit(_run_in_worker, i, c) for i, c in enumerate(configs)]
-        return gather((f.result() for f in as_completed(futures)), len(configs), progress, placement, timings)
+    with LocalSearch(job, configs, workers) as search:
+        return gather(search.results(), len(configs), progress, placement, timings)
+
+
+def _mp_context():
+    """fork where this process has one thread (the CLI, a benchmark): the workers start in
+    milliseconds with sim already imported and the job already in memory. Else a forkserver: a
+    clean process per worker (no threads forked mid-lock, no copy of a big parent such as a
+    Streamlit server); the job then travels once per worker, in initargs."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver")
+
+
+class LocalSearch:
+    """A search on local worker processes, started now and collected as it goes: poll() for the
+    results finished so far, results() for all of them as they finish, cancel() to drop the
+    configs not yet started. Results are (index, row, where, seconds), as gather() takes them."""
+
+    def __init__(self, job: SearchJob, configs: list[dict], workers: int):
+        self.total = len(configs)
+        self.pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(configs))), mp_context=_mp_context(),
+                                        initializer=_init_worker, initargs=(job,))
+        self.pending = {self.pool.submit(_run_in_worker, i, c) for i, c in enumerate(configs)}
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+    def poll(self, timeout: float) -> list[tuple]:
+        """Results finished within `timeout` seconds (at least one if any finishes in that time)."""
+        if not self.pending:
+            return []
+        finished, self.pending = wait(self.pending, timeout=timeout, return_when=FIRST_COMPLETED)
+        out = [f.result() for f in finished]
+        if not self.pending:
+            self.pool.shutdown(wait=False)
+        return out
+
+    def results(self):
+        for f in as_completed(list(self.pending)):
+            self.pending.discard(f)
+            yield f.result()
+
+    def cancel(self) -> None:
+        """Drop the configs not started; those running finish in the background and are dropped."""
+        self.pending = set()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 # -- the table ---------------------------------------------------------------------------------
