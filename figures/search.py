@@ -24,15 +24,17 @@ def _num(v) -> float:
 
 
 def frontier_figure(rows: list[dict], configs: list[dict], unit: str = "", ttft_slo: float | None = None,
-                    best: int | None = None) -> go.Figure:
+                    best: int | None = None, numbers: list[int] | None = None) -> go.Figure:
     """Every config as a point: x = p99 TTFT, y = throughput (output tokens per time unit); the
     frontier (no other config is both faster to first token and higher in throughput) joined by a
-    line, the best config starred, the TTFT target as a vertical line. layout.meta: {"configs",
-    "frontier" (config numbers, 1-based), "best", "ttft_slo"}."""
+    line, the best config starred, the TTFT target as a vertical line. `numbers`: each row's config
+    number (1-based; default 1, 2, ...). layout.meta: {"configs", "frontier" (config numbers),
+    "best", "ttft_slo"}."""
+    numbers = list(range(1, len(rows) + 1)) if numbers is None else list(numbers)
     x = np.array([_num(r.get("ttft_p99")) for r in rows], dtype=float)
     y = np.array([_num(r.get("throughput")) for r in rows], dtype=float)
     ok = ~np.isnan(x) & ~np.isnan(y)
-    labels = [f"config {i + 1}: {describe(c)}" for i, c in enumerate(configs)]
+    labels = [f"config {n}: {describe(c)}" for n, c in zip(numbers, configs)]
     u = f" {unit}" if unit else ""
     hover = "%{text}<br>p99 TTFT %{x:.4~g}" + u + "<br>throughput %{y:.4~g} tokens/" + (unit or "unit") + "<extra></extra>"
     front = frontier(rows)
@@ -57,8 +59,8 @@ def frontier_figure(rows: list[dict], configs: list[dict], unit: str = "", ttft_
         margin={"l": 71 + tick_room(top, 4), "r": 24, "t": 34, "b": 96},
         xaxis={"title": {"text": f"p99 time to first token{u}"}, "rangemode": "tozero"},
         yaxis={"title": {"text": f"throughput, tokens / {unit or 'unit'}"}, "rangemode": "tozero"},
-        meta={"configs": int(ok.sum()), "frontier": [i + 1 for i in front],
-              "best": None if best is None else best + 1, "ttft_slo": ttft_slo})
+        meta={"configs": int(ok.sum()), "frontier": [numbers[i] for i in front],
+              "best": None if best is None else numbers[best], "ttft_slo": ttft_slo})
     return fig
 
 

@@ -2,15 +2,20 @@
 at the most goodput? A grid search over the scheduler's knobs, run here config by config.
 
 A thin page: the grid, its checks, the runs and the best config come from sim.search, the
-charts from figures.search. The search runs in this server process in chunks (a script run does
-at most CHUNK_S seconds of configs, keeps the rows in the session, and reruns itself), so Stop,
-or any other click, takes effect between two configs.
+charts from figures.search. The search runs where the sidebar says: in this server process in
+chunks (a script run does at most CHUNK_S seconds of configs, keeps the rows in the session, and
+reruns itself), so Stop, or any other click, takes effect between two configs; or on local
+worker processes or a Ray cluster in the background, the page polling for rows each CHUNK_S.
+
+A Ray cluster is the server's to choose, not a visitor's: results come back from it unpickled,
+so only the address in the SCHEDLAB_RAY_ADDRESS environment variable (or "local") is offered.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
 import json
+import os
 import time
 from urllib.parse import urlencode
 
@@ -18,7 +23,7 @@ import streamlit as st
 
 from figures.search import frontier_figure, goodput_heatmap
 from sim.cost import COST_PRESETS, cost_from_preset
-from sim.search import (Grid, Runner, SearchJob, best, check_configs, describe, table_rows, to_csv,
+from sim.search import (Grid, LocalSearch, Runner, SearchJob, best, check_configs, describe, table_rows, to_csv,
                         values_from_text)
 from ui import primer
 from ui.labels import fmt
@@ -27,7 +32,12 @@ from ui.workloads import BUILTIN, WorkloadPicker
 
 ss = st.session_state
 CHUNK_S = 1.5  # seconds of configs per script run before it reruns itself (and sees a Stop)
-RUN = "cs_run"  # session key of the search in progress or done: {"id", "rows", "running", "stopped"}
+RUN = "cs_run"  # session key of the search in progress or done: {"id", "rows" (index -> row), "running", "stopped",
+#                 "search" (a LocalSearch or RaySearch while one runs in the background)}
+CPUS = os.cpu_count() or 1
+RAY_ADDRESS = os.environ.get("SCHEDLAB_RAY_ADDRESS", "").strip()
+BACKENDS = {"here": "This server process, config by config", "workers": "Local worker processes",
+            "ray": "Ray cluster"}
 
 # knob -> (label, default values, Playback's URL parameter for it)
 SWEEP = {
@@ -62,6 +72,8 @@ SETTINGS = PageSettings("cs", [
     Setting("keep_cs_e2e", 0.0, float, bounds=(0, 1e12)),
     Setting("keep_cs_knobs", DEFAULT_KNOBS, str),
     *(Setting(f"keep_cs_v_{k}", v[1], str) for k, v in SWEEP.items()),
+    Setting("keep_cs_backend", "here", str, choices=tuple(BACKENDS)),
+    Setting("keep_cs_workers", min(2, CPUS), int, bounds=(1, CPUS)),
     Setting("keep_cs_hx", "max_num_seqs", str, choices=tuple(SWEEP)),
     Setting("keep_cs_hy", "max_num_batched_tokens", str, choices=tuple(SWEEP)),
 ])
@@ -76,13 +88,38 @@ def _knobs_picked() -> None:
 
 
 def _start(search_id: str) -> None:
-    ss[RUN] = {"id": search_id, "rows": [], "running": True, "stopped": False}
+    ss[RUN] = {"id": search_id, "rows": {}, "running": True, "stopped": False}
 
 
 def _stop() -> None:
     if RUN in ss:
         ss[RUN]["running"] = False
         ss[RUN]["stopped"] = True
+        _drop_search(ss[RUN])
+
+
+def _drop_search(run: dict) -> None:
+    """Cancel a background search: configs not started are dropped, the workers let go."""
+    search = run.pop("search", None)
+    if search is not None:
+        search.cancel()
+
+
+def _ray_ready() -> str | None:
+    """Why Ray cannot be offered here, or None."""
+    if importlib.util.find_spec("ray") is None:
+        return "Ray is not installed here: `pip install ray==2.58.0` (in requirements-dev.txt)."
+    if not RAY_ADDRESS:
+        return ("No Ray cluster is set for this server: start the dashboard with SCHEDLAB_RAY_ADDRESS=local (a "
+                "cluster on this machine) or the address of a running one (`ray start --head`).")
+    return None
+
+
+def _start_background(job: SearchJob, configs: list[dict], backend: str):
+    if backend == "ray":
+        from sim.search_ray import RaySearch
+        return RaySearch(job, configs, RAY_ADDRESS)
+    return LocalSearch(job, configs, int(ss["keep_cs_workers"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,6 +147,17 @@ with st.sidebar:
                    on_change=_knobs_picked, help="Every combination of the values below runs once.")
     for k in _knobs():
         st.text_input(f"{SWEEP[k][0]} ({k})", key=f"keep_cs_v_{k}", help="Comma-separated values.")
+
+    st.header("Where it runs")
+    ray_why = _ray_ready()
+    if ss.get("keep_cs_backend") == "ray" and ray_why:
+        ss["keep_cs_backend"] = "here"
+    st.radio("Run on", [k for k in BACKENDS if k != "ray" or not ray_why], key="keep_cs_backend",
+             format_func=BACKENDS.get, help="The table is the same on each: every run is deterministic.")
+    if ss["keep_cs_backend"] == "workers":
+        st.number_input("Worker processes", 1, CPUS, step=1, key="keep_cs_workers",
+                        help=f"At most this machine's {CPUS} CPUs.")
+    st.caption(ray_why if ray_why else f"Ray: the cluster at `{RAY_ADDRESS}` (SCHEDLAB_RAY_ADDRESS).")
 
     st.header("Share")
     st.caption("The address bar holds every setting: copy it to share this search.")
@@ -142,7 +190,7 @@ search_id = hashlib.sha256(f"{job.workload_json}\0{json.dumps(grid.to_json())}\0
                            .encode()).hexdigest()[:16]
 run = ss.get(RUN)
 if run is not None and run["id"] != search_id:  # the settings changed: that table is not this search's
-    ss.pop(RUN)
+    _drop_search(ss.pop(RUN))
     run = None
 
 b1, b2, info = st.columns([1, 1, 4], vertical_alignment="center")
@@ -152,37 +200,54 @@ b1.button("Run the search", type="primary", icon=":material/play_arrow:", on_cli
 b2.button("Stop", icon=":material/stop:", on_click=_stop, disabled=not running, key="cs_stop_button")
 info.caption(f"{len(configs):,} config{'s' if len(configs) != 1 else ''} × {len(workload.requests):,} requests"
              + (f"; SLO {', '.join(f'{k} ≤ {v:,.4g} {unit}' for k, v in slo.items())}" if slo else "; no SLO targets"))
-if importlib.util.find_spec("ray") is None:
-    ray_hint = "Ray is not installed here: `pip install ray==2.58.0` (in requirements-dev.txt)."
-else:
-    ray_hint = "Ray is installed here."
 st.caption("Bigger grids: the same search from the command line, on local processes or a Ray cluster, gives the "
            "same table: `python -m sim search W.json --grid G.json --slo '{\"ttft\": 400}' -o OUT.csv "
-           f"[--workers N | --ray ADDRESS|local]`. {ray_hint}")
+           "[--workers N | --ray ADDRESS|local]`.")
 
 if run is None:
     st.info("Press **Run the search** to try every config.", icon=":material/tune:")
     primer.stop()
 
-rows = run["rows"]
+rows = run["rows"]  # config index -> its row
 if run["running"]:
-    bar = st.progress(len(rows) / len(configs), text=f"{len(rows):,} of {len(configs):,} configs run")
-    runner, t0 = Runner(job), time.perf_counter()
-    while len(rows) < len(configs) and time.perf_counter() - t0 < CHUNK_S:
-        rows.append(runner.run(configs[len(rows)]))  # kept in the session at once: a Stop loses nothing
-        bar.progress(len(rows) / len(configs), text=f"{len(rows):,} of {len(configs):,} configs run")
-    if len(rows) < len(configs):
-        st.rerun()  # the next chunk, after any click that came meanwhile
+    def progress_text():
+        return f"{len(rows):,} of {len(configs):,} configs run"
+    bar = st.progress(len(rows) / len(configs), text=progress_text())
+    backend = ss["keep_cs_backend"]
+    if backend == "here":
+        runner, t0 = Runner(job), time.perf_counter()
+        while len(rows) < len(configs) and time.perf_counter() - t0 < CHUNK_S:
+            rows[len(rows)] = runner.run(configs[len(rows)])  # kept in the session at once: a Stop loses nothing
+            bar.progress(len(rows) / len(configs), text=progress_text())
+        if len(rows) < len(configs):
+            st.rerun()  # the next chunk, after any click that came meanwhile
+    else:
+        if run.get("search") is None:
+            try:
+                run["search"] = _start_background(job, configs, backend)
+            except ValueError as e:
+                run["running"] = False
+                st.error(f"The search could not start: {e}", icon=":material/error:")
+                primer.stop()
+        search = run["search"]
+        for i, row, _where, _sec in search.poll(CHUNK_S):
+            rows[i] = row
+        bar.progress(len(rows) / len(configs), text=progress_text())
+        if not search.done:
+            st.rerun()
+        run.pop("search", None)
     run["running"] = False
     st.rerun()  # redraw the buttons: the search is done
 
-done = len(rows)
+done_idx = sorted(rows)
+done = len(done_idx)
 if done < len(configs):
     st.warning(f"Stopped after {done:,} of {len(configs):,} configs: the results below are theirs.",
                icon=":material/pause_circle:")
 if done == 0:
     primer.stop()
-configs_done = configs[:done]
+configs_done = [configs[i] for i in done_idx]
+rows = [rows[i] for i in done_idx]
 b = best(rows)
 failed = sum(1 for r in rows if r.get("error"))
 if failed:
@@ -193,7 +258,7 @@ if b is None:
 r = rows[b]
 has_slo = r.get("goodput") is not None
 st.subheader("The best config")
-st.markdown(f"**Config {b + 1}**: {describe(configs[b])}"
+st.markdown(f"**Config {done_idx[b] + 1}**: {describe(configs_done[b])}"
             + (" (the most goodput; ties go to more throughput, then the lower p99 TTFT)" if has_slo
                else " (no SLO targets: the most throughput)"))
 m = st.columns(4)
@@ -204,7 +269,7 @@ m[2].metric(f"Throughput (tokens / {unit})", fmt(r.get("throughput")))
 m[3].metric(f"p99 TTFT ({unit})", fmt(r.get("ttft_p99")))
 
 params = {"pb_source": ss[PICKER.source_key], "pb_scenario": ss[PICKER.scenario_key], "pb_cost": job.cost}
-for k, v in configs[b].items():
+for k, v in configs_done[b].items():
     params[SWEEP[k][2]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
 st.link_button("Open the best config on Playback", "playback?" + urlencode(params), icon=":material/open_in_new:")
 if ss[PICKER.source_key] != BUILTIN:
@@ -214,7 +279,8 @@ st.subheader("Throughput against p99 TTFT")
 st.caption("Each point is a config. The blue line joins the frontier: the configs no other beats on both "
            "axes at once. The dashed line is the TTFT target (a request's, so a p99 left of it means at "
            "least 99% met it).")
-st.plotly_chart(frontier_figure(rows, configs_done, unit, slo.get("ttft"), b), key="cs_frontier", theme=None,
+st.plotly_chart(frontier_figure(rows, configs_done, unit, slo.get("ttft"), b, [i + 1 for i in done_idx]),
+                key="cs_frontier", theme=None,
                 config={"displaylogo": False})
 
 st.subheader("Goodput over two knobs" if has_slo else "Throughput over two knobs")
@@ -235,6 +301,6 @@ else:
     st.caption("Pick a knob to sweep on the left to see a heatmap.")
 
 st.subheader("Every config")
-st.dataframe(table_rows(grid, rows), hide_index=True, key="cs_table")
-st.download_button("The table (CSV)", data=to_csv(grid, rows), file_name="search.csv", mime="text/csv", on_click="ignore", key="cs_dl_csv",
+st.dataframe(table_rows(grid, rows, done_idx), hide_index=True, key="cs_table")
+st.download_button("The table (CSV)", data=to_csv(grid, rows, done_idx), file_name="search.csv", mime="text/csv", on_click="ignore", key="cs_dl_csv",
                    icon=":material/download:")

@@ -354,21 +354,24 @@ def _cell(v) -> str:
     return str(v)
 
 
-def table_rows(grid: Grid, rows: list[dict]) -> list[dict]:
-    """Each row with its config number (1-based) and knob values, in columns() order."""
+def table_rows(grid: Grid, rows: list[dict], indices: list[int] | None = None) -> list[dict]:
+    """Each row with its config number (1-based) and knob values, in columns() order. `indices`:
+    which configs of the grid the rows are (default: the first len(rows)), for a search stopped
+    with a scattered few done."""
     cols = columns(grid.knobs, rows)
+    configs = grid.configs()
     out = []
-    for i, (config, row) in enumerate(zip(grid.configs(), rows)):
-        full = {"config": i + 1, **config, **row}
+    for i, row in zip(range(len(rows)) if indices is None else indices, rows):
+        full = {"config": i + 1, **configs[i], **row}
         out.append({c: full.get(c) for c in cols})
     return out
 
 
-def to_csv(grid: Grid, rows: list[dict]) -> str:
+def to_csv(grid: Grid, rows: list[dict], indices: list[int] | None = None) -> str:
     """The search table as CSV text: one row per config, in the grid's order."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    trows = table_rows(grid, rows)
+    trows = table_rows(grid, rows, indices)
     cols = columns(grid.knobs, rows)
     w.writerow(cols)
     for r in trows:

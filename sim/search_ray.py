@@ -64,20 +64,74 @@ def connect(address: str, num_cpus: int | None = None):
     return ray
 
 
+class RaySearch:
+    """A search on a Ray cluster (see connect), started now and collected as it goes, like
+    sim.search.LocalSearch: poll(), results(), cancel(); close() (or the last result) leaves the
+    cluster (and stops a local one). One actor per CPU of the cluster holds the workload."""
+
+    def __init__(self, job: SearchJob, configs: list[dict], address: str = "local", num_cpus: int | None = None):
+        self.ray = ray = connect(address, num_cpus)
+        try:
+            from ray.util import ActorPool
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            actor = ray.remote(num_cpus=1)(SearchActor)
+            job_ref = ray.put(job)
+            self.actors = [actor.remote(job_ref) for _ in range(max(1, min(cpus, len(configs))))]
+            self.pool = ActorPool(self.actors)
+            for task in enumerate(configs):  # the pool hands them out as actors free up
+                self.pool.submit(lambda a, t: a.run.remote(*t), task)
+        except BaseException:
+            ray.shutdown()
+            raise
+        self.left = len(configs)
+        self.total = len(configs)
+
+    @property
+    def done(self) -> bool:
+        return self.left == 0
+
+    def _next(self, timeout: float | None):
+        out = self.pool.get_next_unordered(timeout=timeout)
+        self.left -= 1
+        if not self.left:
+            self.close()
+        return out
+
+    def poll(self, timeout: float) -> list[tuple]:
+        """Results finished within `timeout` seconds."""
+        out, t_end = [], time.perf_counter() + timeout
+        while self.left:
+            try:
+                out.append(self._next(max(0.01, t_end - time.perf_counter())))
+            except TimeoutError:
+                break
+            if time.perf_counter() >= t_end:
+                break
+        return out
+
+    def results(self):
+        while self.left:
+            yield self._next(None)
+
+    def cancel(self) -> None:
+        self.left = 0
+        for a in self.actors:
+            self.ray.kill(a)
+        self.close()
+
+    def close(self) -> None:
+        if self.ray.is_initialized():
+            self.ray.shutdown()
+
+
 def run_ray(job: SearchJob, configs: list[dict], address: str = "local", num_cpus: int | None = None,
             progress: Progress | None = None, placement: list | None = None,
             timings: list | None = None) -> list[dict]:
     """Every config's row, in the configs' order, run on a Ray cluster (see connect). `placement`,
     when given, gets "node_id:pid" of the actor that ran each config; `timings` the seconds each
     took in its actor."""
-    ray = connect(address, num_cpus)
+    search = RaySearch(job, configs, address, num_cpus)
     try:
-        from ray.util import ActorPool
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        actor = ray.remote(num_cpus=1)(SearchActor)
-        job_ref = ray.put(job)
-        pool = ActorPool([actor.remote(job_ref) for _ in range(max(1, min(cpus, len(configs))))])
-        results = pool.map_unordered(lambda a, task: a.run.remote(*task), list(enumerate(configs)))
-        return gather(results, len(configs), progress, placement, timings)
+        return gather(search.results(), len(configs), progress, placement, timings)
     finally:
-        ray.shutdown()
+        search.close()

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from plotly_util import chart_specs
 from sim import scenarios
-from sim.search import Grid, SearchJob, best, describe, run_local
+from sim.search import Grid, SearchJob, best, describe, run_local, to_csv
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 DEFAULT_GRID = {"max_num_seqs": [8, 16, 32], "max_num_batched_tokens": [128, 256, 512]}
@@ -54,8 +54,8 @@ def test_the_page_opens_ready_to_search_the_default_grid():
 def test_a_search_runs_every_config_and_names_the_best(searched, expected):
     grid, rows = expected
     run = searched.session_state["cs_run"]
-    assert not run["running"] and len(run["rows"]) == len(grid)
-    assert run["rows"] == rows   # the page's rows are the core's
+    assert not run["running"] and sorted(run["rows"]) == list(range(len(grid)))
+    assert [run["rows"][i] for i in range(len(grid))] == rows   # the page's rows are the core's
     b = best(rows)
     assert any(f"**Config {b + 1}**: {describe(grid.configs()[b])}" in m.value for m in searched.markdown)
     goodput = next(m for m in searched.metric if m.label.startswith("Goodput"))
@@ -131,14 +131,36 @@ def test_bad_values_say_why_in_one_line(knob, text, message):
 def test_a_stopped_search_shows_the_configs_it_ran(searched, expected):
     grid, rows = expected
     run = dict(searched.session_state["cs_run"])
-    searched.session_state["cs_run"] = {**run, "rows": run["rows"][:3], "running": False, "stopped": True}
+    # worker processes finish out of order: a Stop can leave any few done
+    kept = [1, 4, 7]
+    searched.session_state["cs_run"] = {**run, "rows": {i: run["rows"][i] for i in kept}, "running": False,
+                                        "stopped": True}
     searched.run()
     assert not searched.exception
     assert any("Stopped after 3 of 9 configs" in w.value for w in searched.warning)
-    b3 = best(rows[:3])
-    assert chart_specs(searched)["cs_frontier"]["layout"]["meta"]["best"] == b3 + 1
+    b3 = kept[best([rows[i] for i in kept])]
+    front = chart_specs(searched)["cs_frontier"]["layout"]["meta"]
+    assert front["best"] == b3 + 1 and set(front["frontier"]) <= {i + 1 for i in kept}
+    assert any(f"**Config {b3 + 1}**: {describe(grid.configs()[b3])}" in m.value for m in searched.markdown)
+    table = searched.dataframe[0].value
+    assert list(table["config"]) == [i + 1 for i in kept]
+    assert list(table["max_num_seqs"]) == [grid.configs()[i]["max_num_seqs"] for i in kept]
     assert not searched.button(key="cs_run_button").disabled   # it can run again
     searched.session_state["cs_run"] = run   # leave the module's fixture as it was
+
+
+def test_on_local_worker_processes_the_table_is_the_same(expected):
+    grid, rows = expected
+    at = open_page(cs_backend="workers", cs_workers="2")
+    assert at.radio(key="keep_cs_backend").value == "workers"
+    assert "ray" not in at.radio(key="keep_cs_backend").options or __import__("os").environ.get(
+        "SCHEDLAB_RAY_ADDRESS")   # Ray is offered only when the server names a cluster
+    at.button(key="cs_run_button").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    run = at.session_state["cs_run"]
+    assert not run["running"] and "search" not in run and sorted(run["rows"]) == list(range(len(grid)))
+    # the same table to the byte (rows that crossed a process boundary hold their own NaN objects)
+    assert to_csv(grid, [run["rows"][i] for i in range(len(grid))]) == to_csv(grid, rows)
 
 
 def test_with_no_knob_swept_the_search_is_the_workloads_own_config():

@@ -82,8 +82,29 @@ def _alive_nodes(address: str, env: dict) -> int:
     return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else -1
 
 
-@pytest.mark.timeout(240)
-def test_search_on_a_two_node_ray_cluster_equals_the_local_table(tmp_path):
+def _page_search(address: str, monkeypatch) -> tuple[str, object]:
+    """The Choosing settings page's search of GRID on the cluster the server names; its CSV."""
+    from streamlit.testing.v1 import AppTest
+
+    from sim.search import Grid, to_csv
+    monkeypatch.setenv("SCHEDLAB_RAY_ADDRESS", address)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=150)
+    params = {"cs_scenario": "random_500", "cs_knobs": ",".join(GRID), "cs_ttft": "400", "cs_tpot": "40",
+              "cs_backend": "ray", **{f"cs_v_{k}": ", ".join(map(str, v)) for k, v in GRID.items()}}
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page("pages/choosing_settings.py").run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert at.radio(key="keep_cs_backend").value == "ray"
+    at.button(key="cs_run_button").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    run = at.session_state["cs_run"]
+    assert not run["running"] and sorted(run["rows"]) == list(range(8))
+    return to_csv(Grid.parse(GRID), [run["rows"][i] for i in range(8)]), at
+
+
+@pytest.mark.timeout(300)
+def test_search_on_a_two_node_ray_cluster_equals_the_local_table(tmp_path, monkeypatch):
     from sim import scenarios
     wl = tmp_path / "w.json"
     wl.write_text(scenarios.workload("random_500").dumps())
@@ -116,6 +137,8 @@ def test_search_on_a_two_node_ray_cluster_equals_the_local_table(tmp_path):
                                   "--placement", str(tmp_path / "where.jsonl")], cwd=tmp_path, env=env,
                                  capture_output=True, text=True, timeout=150)
         assert ray_run.returncode == 0, ray_run.stderr[-4000:]
+        # the Choosing settings page, on the same cluster (named by the server: SCHEDLAB_RAY_ADDRESS)
+        page_csv, page = _page_search(address, monkeypatch)
     finally:
         for proc in reversed(nodes):
             _stop(proc)
@@ -129,3 +152,5 @@ def test_search_on_a_two_node_ray_cluster_equals_the_local_table(tmp_path):
     node_ids = {w["where"].split(":")[0] for w in where}
     assert len(node_ids) == 2, where   # both nodes ran configs
     assert f"on Ray ({address})" in ray_run.stdout
+    assert page_csv.encode() == local_csv
+    assert any(f"the cluster at `{address}`" in c.value for c in page.sidebar.caption)
