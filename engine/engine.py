@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from sim.cost import MeasuredCost
 from sim.scheduler import SchedulerConfig, Seq
 from sim.simulate import SCHEDULERS, Arrivals, Recorder, check_fits, max_model_len_for, resolve_config
 from sim.trace import Trace
@@ -95,6 +96,9 @@ class LLMEngine:
         self.sched_cfg, self.scheduler_name, self.max_model_len = cfg, scheduler_name, mml
         self.sched = SCHEDULERS[scheduler_name](cfg, mml)
         self.sched.keep_tokens = True  # the model needs every token id
+        # SLO admission prices the queue ahead of an arrival in ms: with the steps measured so far
+        self.step_cost = MeasuredCost("ms")
+        self.sched.cost_model = self.step_cost
         attention = self.config.attention
         if self.runner is None or not self.runner.fits(cfg.num_gpu_blocks, cfg.block_size, attention):
             self.runner = None  # free the old pool first
@@ -172,6 +176,7 @@ class LLMEngine:
         for seq in finished:
             self.runner.cache.drop(seq.id)
         phases = dict(timer.ms, cpu_ms=(time.process_time() - cpu0) * 1000.0)
+        self.step_cost.observe(plan.num_tokens, plan.context_tokens, end - start)
         swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
         arrived, self._arrived = self._arrived, []
         self.rec.record(sched, plan, finished, step, start, end, arrived, swap_bytes, phases)
@@ -209,7 +214,9 @@ class LLMEngine:
 
     def trace(self, name: str = "") -> Trace:
         c = self.config
-        meta = {"source": "engine", "time_unit": "ms", "cost_model": None, "workload": name,
+        meta = {"source": "engine", "time_unit": "ms", "workload": name,
+                # the fit SLO admission priced arrivals with (it is the run's own, measured)
+                "cost_model": self.step_cost.describe() if self.sched_cfg.slo_admission != "off" else None,
                 "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""),
                 "threads": self.threads, "model": self.model.config.to_dict(),
                 "model_params": self.model.config.num_params, "engine": c.to_dict(),

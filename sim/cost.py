@@ -383,6 +383,73 @@ class CalibratedCost(CostModel):
                 "fit": dict(self.fit_info)}
 
 
+class MeasuredCost(CostModel):
+    """CalibratedCost's linear model, refitted as a live run goes, from every busy step it has
+    measured so far (the engine's, in ms): what SLO admission prices the work ahead with on a
+    real engine, where no model was chosen in advance. Running sums of the least-squares normal
+    equations make a step O(1) however long the run. Until `min_steps` steps are in (the first,
+    which allocates buffers and warms caches, is left out) it knows nothing: `ready` is False and
+    admission lets everyone in rather than guess. No constant may come out below zero."""
+
+    name: ClassVar[str] = "measured"
+
+    def __init__(self, unit: str = "ms", min_steps: int = 8, skip_first: int = 1):
+        self.unit = unit
+        self.min_steps = int(min_steps)
+        self.skip = int(skip_first)
+        self.n = 0
+        self.xtx = np.zeros((3, 3))
+        self.xty = np.zeros(3)
+        self._coef: np.ndarray | None = None
+
+    @property
+    def time_unit(self) -> str:  # type: ignore[override]
+        return self.unit
+
+    def observe(self, num_tokens: int, context_total: int, elapsed: float) -> None:
+        """One measured step: its tokens, its summed context and how long it took."""
+        if num_tokens <= 0 or not math.isfinite(elapsed):
+            return
+        if self.skip > 0:
+            self.skip -= 1
+            return
+        x = np.array([float(num_tokens), float(context_total), 1.0])
+        self.xtx += np.outer(x, x)
+        self.xty += x * float(elapsed)
+        self.n += 1
+        self._coef = None
+
+    @property
+    def ready(self) -> bool:
+        return self.n >= self.min_steps
+
+    def coefficients(self) -> np.ndarray:
+        """(per_token, per_context_token, per_step): the fit so far (zeros before any step)."""
+        if self._coef is None:
+            coef, free = np.zeros(3), [0, 1, 2]
+            while free and self.n:
+                a = self.xtx[np.ix_(free, free)]
+                sub = np.linalg.lstsq(a, self.xty[free], rcond=None)[0]   # singular (one batch shape): least norm
+                coef = np.zeros(3)
+                coef[free] = sub
+                if (sub >= 0).all():
+                    break
+                free.pop(int(np.argmin(sub)))
+            self._coef = coef
+        return self._coef
+
+    def step_time_totals(self, num_tokens: int, context_total: int) -> float:
+        if num_tokens <= 0:
+            return 0.0
+        a, b, c = self.coefficients()
+        return float(a * num_tokens + b * context_total + c)
+
+    def describe(self) -> dict[str, Any]:
+        a, b, c = (float(v) for v in self.coefficients())
+        return {"name": self.name, "time_unit": self.unit, "per_token": a, "per_context_token": b,
+                "per_step": c, "steps": self.n, "ready": self.ready}
+
+
 # --------------------------------------------------------------------------------------------
 # Named cost presets (what the dashboard offers; scenarios name one by key)
 # --------------------------------------------------------------------------------------------

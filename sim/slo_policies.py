@@ -207,8 +207,8 @@ class TTFTAdmission:
 
     def hopeless(self, sched, seq, cost) -> bool:
         target = self.slo.ttft_for(seq.tenant, seq.priority)
-        if target is None:
-            return False
+        if target is None or not getattr(cost, "ready", True):
+            return False   # no target, or no estimate yet (a live run's cost model still measuring)
         # arrival is the step's start (or the request's own time, which is at most that)
         late = sched.clock - (seq.req.arrival_time if seq.req.arrival_time is not None else sched.clock)
         return late + predicted_ttft(sched, seq, cost) > target * (1 + 1e-9)

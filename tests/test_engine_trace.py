@@ -119,3 +119,41 @@ def test_bf16_runs_on_cpu():
     eng = LLMEngine(EngineConfig(dtype="bf16"), model=build_model(SMALL, seed=3, dtype=torch.bfloat16))
     res = eng.run(Workload([Request("h", 20, 6)]))
     assert len(res.tokens["h"]) == 6 and res.trace.meta["dtype"] == "bfloat16"
+
+
+def test_slo_admission_on_the_engine_prices_the_queue_with_its_measured_steps(engine):
+    # warm-up arrivals one per step (the cost model measures them), then a burst the budget cannot
+    # serve in time: its first requests can meet the TTFT target, its last cannot
+    warm = [Request(f"w{i}", 24, 4, arrival_step=i) for i in range(12)]
+    burst = [Request(f"b{i:02d}", 40, 3, arrival_step=30) for i in range(30)]
+    wl = Workload(warm + burst)
+    base = {"max_num_seqs": 2, "max_num_batched_tokens": 32, "num_gpu_blocks": 64}
+    plain = engine.run(wl, base).trace.steps
+    busy = plain[~plain["idle"]]
+    step_ms = float((busy["end"] - busy["start"]).median())
+    target = 8 * step_ms   # ~4 steps of a two-step prompt for the first of the burst; ~37 steps ahead of the last
+    res = engine.run(wl, {**base, "slo": {"ttft": target}, "slo_admission": "reject"})
+    r = res.trace.requests.set_index("request")
+    fit = res.trace.meta["cost_model"]
+    assert fit["name"] == "measured" and fit["ready"] and fit["steps"] >= 8 and fit["time_unit"] == "ms"
+    assert not r.loc[[q.id for q in warm], "rejected"].any()   # each alone in the queue: in time
+    rejected = r.loc[[q.id for q in burst], "rejected"].to_numpy()
+    assert not rejected[:2].any() and rejected[-5:].all()
+    assert all(res.finish_reason[q] == "rejected" for q in r.index[r["rejected"]])
+
+
+def test_measured_cost_fits_steps_as_they_come():
+    from sim.cost import MeasuredCost
+    c = MeasuredCost("ms", min_steps=3)
+    c.observe(100, 0, 999.0)   # the first step (warm-up) is left out
+    assert not c.ready and c.step_time_totals(10, 10) == 0.0
+    for n, ctx in [(10, 100), (50, 20), (30, 400), (5, 5)]:
+        c.observe(n, ctx, 0.02 * n + 0.001 * ctx + 1.5)
+    assert c.ready and c.n == 4
+    assert c.step_time_totals(40, 200) == pytest.approx(0.02 * 40 + 0.001 * 200 + 1.5)
+    d = c.describe()
+    assert d["per_token"] == pytest.approx(0.02) and d["per_step"] == pytest.approx(1.5)
+    neg = MeasuredCost("ms", min_steps=1, skip_first=0)
+    for n in (1, 2, 3, 4):
+        neg.observe(n, 0, 10.0 - n)   # time falling with tokens: pinned at zero per token, not negative
+    assert (neg.coefficients() >= 0).all()
