@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_util import open_page as _open_page
 from plotly_util import chart_specs
 from sim import scenarios
 from sim.search import Grid, SearchJob, best, describe, run_local, to_csv
@@ -17,12 +18,7 @@ DEFAULT_GRID = {"max_num_seqs": [8, 16, 32], "max_num_batched_tokens": [128, 256
 
 
 def open_page(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page("pages/choosing_settings.py").run()
-    assert not at.exception, at.exception
-    return at
+    return _open_page("choosing_settings.py", 180, **params)
 
 
 @pytest.fixture(scope="module")

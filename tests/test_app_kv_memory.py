@@ -1,23 +1,16 @@
 """The KV memory and preemption page under AppTest: the lesson's Example 8 by default; controls change the runs."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from app_util import open_page as _open_page
 from plotly_util import chart_specs
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def page(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page("pages/kv_memory.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return _open_page("kv_memory.py", 180, **params)
 
 
 def table_with(at, column: str):

@@ -9,23 +9,18 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_util import open_page as _open_page
 from plotly_util import chart_specs
 from servers.llama_server import read_llama_log, summary
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 LOGS = ROOT / "tests" / "fixtures" / "llama-logs"
 OLD_S6 = LOGS / "c392e5094" / "s6_stream_cancel_seed603.log"
 DEFAULT_SAMPLE = ROOT / "samples" / "llama-logs" / "s1_two_slots_chunked_prompt.34af94cd9.log.gz"
 
 
 def open_page(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page("pages/llama_log.py").run()  # straight to this page, as a link to it does
-    assert not at.exception, at.exception
-    return at
+    return _open_page("llama_log.py", 60, **params)
 
 
 @pytest.fixture(scope="module")

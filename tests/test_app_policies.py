@@ -1,24 +1,17 @@
 """The Policies and starvation page under AppTest: the lesson's Example 6 by default; controls change the runs."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_util import open_page as _open_page
 from plotly_util import chart_specs
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def page(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page("pages/policies.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return _open_page("policies.py", 180, **params)
 
 
 def metrics(at) -> dict:

@@ -8,22 +8,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_util import open_page as _open_page
 from plotly_util import chart_specs
 from servers.vllm.recording import read_recording, to_trace
 from sim.metrics import summary
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 SAMPLES = ROOT / "samples" / "vllm"
 
 
 def open_page(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page("pages/vllm_server.py").run()
-    assert not at.exception, at.exception
-    return at
+    return _open_page("vllm_server.py", 90, **params)
 
 
 def metric(at, label: str) -> str:
