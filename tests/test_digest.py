@@ -10,6 +10,7 @@ import pytest
 
 from sim import scenarios
 from sim.digest import digest_of
+from sim.jsonout import dumps_strict
 from sim.metrics import summary
 from sim.policies import KeyedQueue
 from sim.simulate import oracle_jsonl, simulate
@@ -116,3 +117,15 @@ def test_keyed_heap_serves_in_the_sorted_order(monkeypatch, policy, aging, cap):
     for name in ("__init__", "__len__", "__iter__", "add", "prepend", "remove", "peek"):
         monkeypatch.setattr(KeyedQueue, name, getattr(_SortEachPeek, name))
     assert oracle_jsonl(wl, config) == heap
+
+
+def test_sim_run_without_a_trace_file_prints_the_traces_metrics(tmp_path, capsys):
+    from sim.__main__ import main
+    wl = _mixed(200)
+    path = tmp_path / "w.json"
+    path.write_text(wl.dumps())
+    assert main(["run", str(path), "--slo", '{"ttft": 40, "tpot": 3, "e2e": 400}']) == 0   # a Digest
+    printed = json.loads(capsys.readouterr().out)
+    full = json.loads(dumps_strict(summary(simulate(wl), slo=SLO_T)))   # as the command prints it
+    assert _same({k: (math.nan if v is None else v) for k, v in full.items()},
+                 {k: (math.nan if v is None else v) for k, v in printed.items()}) == []
