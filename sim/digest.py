@@ -6,7 +6,7 @@ reading a dozen numbers. A Digest keeps the requests and steps tables whole and,
 only what sim.metrics and sim.slo read from it: each request's inter-token gaps (mean, worst),
 the service each tenant got in each step, and the slot-steps that did work. summary() and
 slo_summary() take either; the simulator makes one directly (simulate(..., digest=True)) at a
-small fraction of the memory, and digest_of() makes one from any Trace.
+small fraction of the memory, and sim.metrics.digest_of() makes one from any Trace.
 """
 from __future__ import annotations
 
@@ -49,17 +49,3 @@ def gaps_frame(rids: list, sums: list, counts: list, maxes: list) -> pd.DataFram
                          "max": np.asarray(maxes, dtype=np.float64)},
                         index=pd.Index(np.asarray(rids, dtype=object), name="request"))
 
-
-def digest_of(trace) -> Digest:
-    """A Trace's digest (what the metrics would read from it)."""
-    from .metrics import token_gaps, useful_slot_steps
-    b = trace.batch
-    tenants = trace.requests.set_index("request")["tenant"]
-    kind = b["kind"].to_numpy()
-    parts = pd.DataFrame({"step": b["step"].to_numpy(), "tenant": tenants.reindex(b["request"]).to_numpy(),
-                          "prompt_tokens": np.where(kind == "prefill", b["tokens"].to_numpy(dtype=np.int64), 0),
-                          "sampled": b["sampled"].to_numpy(dtype=np.int64)})
-    parts = parts[parts["tenant"].notna()]
-    service = parts.groupby(["step", "tenant"], sort=True, as_index=False)[["prompt_tokens", "sampled"]].sum()
-    return Digest(requests=trace.requests, steps=trace.steps, gaps=token_gaps(trace), service=service,
-                  useful_slot_steps=useful_slot_steps(trace), meta=dict(trace.meta))

@@ -238,3 +238,17 @@ def _slo_part(trace: Trace, slo) -> dict:
     if not hasattr(slo, "summarize"):
         raise TypeError("summary(slo=...) takes a sim.slo.SLO; build one with SLO.parse(dict or JSON)")
     return slo.summarize(trace)
+
+
+def digest_of(trace) -> Digest:
+    """A Trace's digest (what the metrics would read from it)."""
+    b = trace.batch
+    tenants = trace.requests.set_index("request")["tenant"]
+    kind = b["kind"].to_numpy()
+    parts = pd.DataFrame({"step": b["step"].to_numpy(), "tenant": tenants.reindex(b["request"]).to_numpy(),
+                          "prompt_tokens": np.where(kind == "prefill", b["tokens"].to_numpy(dtype=np.int64), 0),
+                          "sampled": b["sampled"].to_numpy(dtype=np.int64)})
+    parts = parts[parts["tenant"].notna()]
+    service = parts.groupby(["step", "tenant"], sort=True, as_index=False)[["prompt_tokens", "sampled"]].sum()
+    return Digest(requests=trace.requests, steps=trace.steps, gaps=token_gaps(trace), service=service,
+                  useful_slot_steps=useful_slot_steps(trace), meta=dict(trace.meta))

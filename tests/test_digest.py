@@ -9,9 +9,8 @@ from fractions import Fraction
 import pytest
 
 from sim import scenarios
-from sim.digest import digest_of
 from sim.jsonout import dumps_strict
-from sim.metrics import summary
+from sim.metrics import digest_of, summary
 from sim.policies import KeyedQueue
 from sim.simulate import oracle_jsonl, simulate
 from sim.slo import SLO
