@@ -305,10 +305,11 @@ def resolve_config(workload: Workload, config) -> tuple[SchedulerConfig, str]:
 def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *, cost=None,
              oracle_out: TextIO | None = None, max_steps: int = 10_000_000,
              progress: Callable[[int, int], None] | None = None, columns: bool = False,
-             digest: bool = False) -> Trace | RunColumns | Digest:
+             digest: bool = False, max_batch_rows: int | None = None) -> Trace | RunColumns | Digest:
     """Run `workload` (its own config, overridden by `config`) and return the Trace (with
     `columns`, only its steps, batch and requests columns: RunColumns; with `digest`, only what
-    the metrics read: a Digest, without per-token rows or the KV log)."""
+    the metrics read: a Digest, without per-token rows or the KV log). `max_batch_rows`: stop
+    with a RuntimeError once the run holds more batch rows than that (a server's memory cap)."""
     cfg, mode = resolve_config(workload, config)
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
@@ -371,6 +372,12 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         if tracks_counters:
             rec.record_counters(sched, step)
         clock = end
+        if max_batch_rows is not None and len(rec.batch_rows) > max_batch_rows:
+            raise RuntimeError(
+                f"this run holds more than {max_batch_rows:,} token rows (a batch entry per request per step) "
+                f"after {step:,} steps, with {n_total - n_done:,} of {n_total:,} requests to go: more than "
+                f"this server keeps. Run fewer requests, or get the metrics alone with `python -m sim run` "
+                f"or the Choosing settings page, which keep no token rows")
         if progress is not None and step % 1000 == 0:
             progress(n_done, n_total)
 

@@ -128,3 +128,16 @@ def test_sim_run_without_a_trace_file_prints_the_traces_metrics(tmp_path, capsys
     full = json.loads(dumps_strict(summary(simulate(wl), slo=SLO_T)))   # as the command prints it
     assert _same({k: (math.nan if v is None else v) for k, v in full.items()},
                  {k: (math.nan if v is None else v) for k, v in printed.items()}) == []
+
+
+def test_a_run_past_the_row_cap_stops_with_a_plain_message(monkeypatch):
+    wl = _mixed(300, seed=21)
+    rows = len(simulate(wl).batch)
+    with pytest.raises(RuntimeError, match=r"more than 1,000 token rows .* `python -m sim run`"):
+        simulate(wl, max_batch_rows=1000)
+    assert simulate(wl, max_batch_rows=rows).num_steps > 0          # under the cap: runs
+    assert simulate(wl, digest=True, max_batch_rows=1000).num_steps > 0   # a Digest keeps no rows
+    import ui.runs
+    monkeypatch.setattr(ui.runs, "MAX_BATCH_ROWS", 1000)   # the pages' cap goes to the run
+    with pytest.raises(RuntimeError, match="token rows"):
+        ui.runs.run_trace(wl, {"max_num_seqs": 23}, "units")

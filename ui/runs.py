@@ -24,6 +24,8 @@ from sim.trace import Trace
 from sim.workload import Workload
 
 MAX_STEPS = 200_000  # a run longer than this stops with an error instead of tying up the server
+# ~190 bytes a row at the peak (sim/simulate.py's recorder beside the Trace's tables): ~4 GB
+MAX_BATCH_ROWS = 20_000_000
 
 
 def _texts(workload: Workload, config: dict) -> tuple[str, str]:
@@ -55,7 +57,7 @@ def _cached_run(workload_json: str, config_json: str, cost_key: str, name: str) 
 
     try:
         return simulate(wl, json.loads(config_json), cost=cost_from_preset(cost_key), max_steps=MAX_STEPS,
-                        progress=progress)
+                        progress=progress, max_batch_rows=MAX_BATCH_ROWS)
     finally:
         if bar is not None:
             bar.empty()
