@@ -78,3 +78,23 @@ def test_stop_ends_a_search_part_way(page: Page, app_url: str):
     assert 1 <= done < 54
     expect(page.get_by_role("link", name=LINK)).to_be_visible()   # the best of those it ran
     expect(page.get_by_role("button", name="Run the search")).to_be_enabled()
+
+
+def test_on_worker_processes_the_search_finishes_in_the_background(page: Page, app_url: str):
+    # the real server has threads: its workers come from a forkserver, and the page polls them
+    page.goto(f"{app_url}/choosing_settings?cs_v_max_num_seqs=8%2C+32&cs_v_max_num_batched_tokens=128%2C+512"
+              "&cs_backend=workers&cs_workers=2")
+    expect(page.get_by_role("heading", name="Choosing settings")).to_be_visible(timeout=120_000)
+    _idle(page)
+    expect(page.get_by_role("radio", name="Local worker processes")).to_be_checked()
+    expect(page.get_by_role("spinbutton", name="Worker processes")).to_have_value("2")
+    page.get_by_role("button", name="Run the search").click()
+    expect(page.get_by_role("link", name=LINK)).to_be_visible(timeout=120_000)
+    _idle(page)
+    page.wait_for_function("[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.data || []).length)"
+                           ".length >= 2", timeout=60_000)
+    meta = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        .filter(g => (g.data || []).length).map(g => g.layout.meta)""")
+    front = next(m for m in meta if "frontier" in m)
+    assert front["configs"] == 4 and 1 <= front["best"] <= 4
+    expect(page.get_by_text(re.compile(r"Stopped after"))).to_have_count(0)
