@@ -62,6 +62,24 @@ def _columns(names, rows: list) -> dict:
     return {k: list(map(itemgetter(j), rows)) for j, k in enumerate(names)}
 
 
+# a batch column's array type while recorded: ints as int64, ids and kinds as the str objects
+# the entries already hold (8 bytes a row for the pointer, no copy of the text)
+_BATCH_DTYPES = {"step": np.int64, "request": object, "slot": np.int64, "kind": object, "tokens": np.int64,
+                 "computed_before": np.int64, "sampled": np.bool_}
+BATCH_CHUNK_ROWS = 1 << 16
+
+
+def _column_arrays(rows: list) -> dict:
+    """Batch rows (tuples in BATCH_COLUMNS' order) as {name: numpy column}."""
+    out = {}
+    for j, k in enumerate(BATCH_COLUMNS):
+        try:
+            out[k] = np.fromiter(map(itemgetter(j), rows), dtype=_BATCH_DTYPES[k], count=len(rows))
+        except (TypeError, ValueError, OverflowError):   # an unknown (None) or odd value: as the objects
+            out[k] = np.array(list(map(itemgetter(j), rows)), dtype=object)
+    return out
+
+
 def _note_entry(d: dict, e, step, start, end) -> None:
     """What a prompt entry (prefill, recompute, padding) tells the requests table about its request."""
     if e.sampled and "first_token_step" not in d:
@@ -89,7 +107,11 @@ class Recorder:
         # one tuple per step (STEP_COLUMNS) and per batch entry (BATCH_COLUMNS): a step appends two
         # or three tuples instead of 25 column values; steps and batch turn them into columns
         self.step_rows: list[tuple] = []
+        # batch entries since the last flush; every BATCH_CHUNK_ROWS they become numpy columns
+        # (~50 bytes a row, against ~190 for a tuple of fresh ints: a long run's peak memory)
         self.batch_rows: list[tuple] = []
+        self.batch_chunks: list[dict] = []
+        self.batch_flushed = 0
         self.extra_step_columns = tuple(extra_step_columns)
         self.extras = {k: [] for k in self.extra_step_columns}
         self.events = {k: [] for k in ("step", "time", "request", "kind", "detail")}
@@ -104,7 +126,34 @@ class Recorder:
 
     @property
     def batch(self) -> dict:
-        return _columns(BATCH_COLUMNS, self.batch_rows)
+        """The batch columns as numpy arrays (the flushed chunks and the rows since)."""
+        return self._joined(self.batch_chunks + [_column_arrays(self.batch_rows)], keep=True)
+
+    def take_batch(self) -> dict:
+        """`batch`, emptying the recorder as it goes: each column's chunks are let go once joined,
+        so a long run's batch is never held three times over while its table is built."""
+        chunks = self.batch_chunks + [_column_arrays(self.batch_rows)]
+        self.batch_chunks, self.batch_rows, self.batch_flushed = [], [], 0
+        return self._joined(chunks, keep=False)
+
+    @staticmethod
+    def _joined(chunks: list[dict], keep: bool) -> dict:
+        out = {}
+        for k in BATCH_COLUMNS:
+            parts = [c[k] if keep else c.pop(k) for c in chunks]
+            kinds = {p.dtype for p in parts if len(p)}
+            out[k] = np.concatenate(parts if len(kinds) <= 1 else [p.astype(object) for p in parts])
+        return out
+
+    @property
+    def num_batch_rows(self) -> int:
+        return self.batch_flushed + len(self.batch_rows)
+
+    def _flush_batch(self) -> None:
+        if len(self.batch_rows) >= BATCH_CHUNK_ROWS:
+            self.batch_chunks.append(_column_arrays(self.batch_rows))
+            self.batch_flushed += len(self.batch_rows)
+            self.batch_rows = []
 
     def event(self, step, time, rid, kind, detail=""):
         e = self.events
@@ -161,6 +210,7 @@ class Recorder:
         _record_step(self, sched, plan, finished, step, start, end, arrived, self.info, self.caching,
                      self.oracle_out, swap_bytes)
         self._extras(extras)
+        self._flush_batch()
 
     def record_counters(self, sched, step):
         for t, v in sched.waiting.state().items():
@@ -252,9 +302,9 @@ class DigestRecorder(Recorder):
 
 @dataclass(frozen=True)
 class RunColumns:
-    """A run's steps, batch and requests as the Trace's columns in plain lists (unknown = None),
-    without building the Trace's pandas tables (about 10 ms a run): for sweeps that read a few
-    columns of many runs. simulate(..., columns=True) returns one."""
+    """A run's steps and requests as the Trace's columns in plain lists (unknown = None) and its
+    batch as numpy columns, without building the Trace's pandas tables (about 10 ms a run): for
+    sweeps that read a few columns of many runs. simulate(..., columns=True) returns one."""
     steps: dict
     batch: dict
     requests: dict
@@ -372,7 +422,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         if tracks_counters:
             rec.record_counters(sched, step)
         clock = end
-        if max_batch_rows is not None and len(rec.batch_rows) > max_batch_rows:
+        if max_batch_rows is not None and rec.num_batch_rows > max_batch_rows:
             raise RuntimeError(
                 f"this run holds more than {max_batch_rows:,} token rows (a batch entry per request per step) "
                 f"after {step:,} steps, with {n_total - n_done:,} of {n_total:,} requests to go: more than "
@@ -469,7 +519,7 @@ def _build_trace(reqs, cfg, mode, rec: Recorder, pool, meta: dict) -> Trace:
     for k, v in rec.extras.items():
         step_cols[k] = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
     steps = table_from_columns("steps", step_cols)
-    batch = table_from_columns("batch", rec.batch)
+    batch = table_from_columns("batch", rec.take_batch())
     events = table_from_columns("events", rec.events)
     counters = table_from_columns("counters", rec.counters)
     kv = kv_table(pool.log_step, pool.log_block, pool.log_req, pool.log_op)

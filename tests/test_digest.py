@@ -1,5 +1,6 @@
-"""A Digest (simulate(..., digest=True)) gives the same metrics as the full Trace, and the
-keyed policies' heap serves requests in the order a sort per step would."""
+"""What keeps long runs small gives the same answers: a Digest (simulate(..., digest=True)) the
+full Trace's metrics, the recorder's batch chunks the same trace bytes, the keyed policies' heap
+the order a sort per step would serve."""
 from __future__ import annotations
 
 import json
@@ -141,3 +142,14 @@ def test_a_run_past_the_row_cap_stops_with_a_plain_message(monkeypatch):
     monkeypatch.setattr(ui.runs, "MAX_BATCH_ROWS", 1000)   # the pages' cap goes to the run
     with pytest.raises(RuntimeError, match="token rows"):
         ui.runs.run_trace(wl, {"max_num_seqs": 23}, "units")
+
+
+@pytest.mark.parametrize("config", [{}, {"scheduler": "static"}, {"preemption_mode": "swap"}])
+def test_batch_rows_kept_in_chunks_give_the_same_trace_bytes(monkeypatch, config):
+    import importlib
+    simulate_module = importlib.import_module("sim.simulate")   # the module (sim.simulate is also the function)
+    wl = _mixed(250, seed=5)
+    whole = simulate(wl, config).to_bytes()
+    monkeypatch.setattr(simulate_module, "BATCH_CHUNK_ROWS", 37)   # dozens of flushes, one mid-step
+    chunked = simulate(wl, config)
+    assert chunked.to_bytes() == whole and len(chunked.batch) > 37 * 10
