@@ -117,7 +117,9 @@ def tenant_service(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> pd.Da
     row = np.searchsorted(steps, at)
     known = (row < len(steps)) & pd.notna(who)
     known[known] &= steps[row[known]] == at[known]
-    names, col = np.unique(who[known].astype(str), return_inverse=True)
+    # hashed, not a sort of a text copy of every row (52M rows at a million requests: 1.4 GB of <U7)
+    col, uniq = pd.factorize(who[known], sort=True)
+    names = np.asarray(uniq, dtype=str)
     grid = np.bincount(row[known] * len(names) + col, weights=w[known], minlength=len(steps) * len(names))
     return pd.DataFrame(grid.reshape(len(steps), len(names)).cumsum(axis=0), index=pd.Index(steps, name="step"),
                         columns=pd.Index(names, name="tenant"))

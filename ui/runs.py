@@ -24,8 +24,9 @@ from sim.trace import Trace
 from sim.workload import Workload
 
 MAX_STEPS = 200_000  # a run longer than this stops with an error instead of tying up the server
-# ~190 bytes a row at the peak (sim/simulate.py's recorder beside the Trace's tables): ~4 GB
-MAX_BATCH_ROWS = 20_000_000
+# a run's peak memory goes with its batch rows: ~240 bytes a row all told (bench_search.py
+# --only scale: 5.2M rows, 1,245 MB at 100,000 requests), so 15M rows is ~3.6 GB
+MAX_BATCH_ROWS = 15_000_000
 
 
 def _texts(workload: Workload, config: dict) -> tuple[str, str]:
