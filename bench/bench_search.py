@@ -135,6 +135,8 @@ def one_size(n: int, digest: bool) -> None:
     trace, t_sim = timed(lambda: simulate(wl, progress=progress, digest=digest))
     cpu_sim = time.process_time() - c0
     rss_sim = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"simulated in {t_sim:.1f} s wall ({cpu_sim:.1f} s CPU), peak RSS so far {rss_sim / 1024:,.0f} MB",
+          file=sys.stderr, flush=True)   # what a failure in the row still reports
     c1 = time.process_time()
     row, t_row = timed(lambda: {**summary(trace), **slo_summary(trace, Targets.parse(SLO))})
     cpu_row = time.process_time() - c1
@@ -167,7 +169,8 @@ def bench_scale(sizes, max_gb: float, max_min: float, modes=("digest", "trace"))
         if p.returncode != 0:
             lines = p.stderr.strip().splitlines()
             why = "MemoryError" if "MemoryError" in p.stderr else (lines[-1] if lines else f"exit {p.returncode}")
-            last = next((ln for ln in reversed(lines) if "requests done after" in ln), "no progress line")
+            last = next((ln for ln in reversed(lines) if "simulated in" in ln or "requests done after" in ln),
+                        "no progress line")
             print(f"{n:>9,} requests: failed after {wall:.0f} s ({why}; address space capped at {max_gb:g} GB); "
                   f"the last progress: {last}", flush=True)
             out.append({"n": n, "failed": str(why), "wall_s": wall})
