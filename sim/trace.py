@@ -112,7 +112,8 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
         else:
             out[c] = as_array(v, t) if n else np.zeros(0, dtype=t)
     out.update((c, v) for c, v in cols.items() if c not in SCHEMA[name])
-    # no copy: every column above is built here (a copy doubled a long run's batch table at its peak)
+    # no copy: the columns were built above or handed over by their maker (a copy doubled a long
+    # run's batch table at its peak)
     return pd.DataFrame(out, copy=False)
 
 
