@@ -33,7 +33,7 @@ from ui.workloads import BUILTIN, WorkloadPicker
 ss = st.session_state
 CHUNK_S = 1.5  # seconds of configs per script run before it reruns itself (and sees a Stop)
 RUN = "cs_run"  # session key of the search in progress or done: {"id", "rows" (index -> row), "running", "stopped",
-#                 "search" (a LocalSearch or RaySearch while one runs in the background)}
+#                 "backend", "search" (a LocalSearch or RaySearch while one runs in the background)}
 CPUS = os.cpu_count() or 1
 RAY_ADDRESS = os.environ.get("SCHEDLAB_RAY_ADDRESS", "").strip()
 BACKENDS = {"here": "This server process, config by config", "workers": "Local worker processes",
@@ -88,7 +88,8 @@ def _knobs_picked() -> None:
 
 
 def _start(search_id: str) -> None:
-    ss[RUN] = {"id": search_id, "rows": {}, "running": True, "stopped": False}
+    # the backend is the run's own: switching the radio mid-run does not move it
+    ss[RUN] = {"id": search_id, "rows": {}, "running": True, "stopped": False, "backend": ss["keep_cs_backend"]}
 
 
 def _stop() -> None:
@@ -213,7 +214,7 @@ if run["running"]:
     def progress_text():
         return f"{len(rows):,} of {len(configs):,} configs run"
     bar = st.progress(len(rows) / len(configs), text=progress_text())
-    backend = ss["keep_cs_backend"]
+    backend = run.get("backend", "here")
     if backend == "here":
         runner, t0 = Runner(job), time.perf_counter()
         while len(rows) < len(configs) and time.perf_counter() - t0 < CHUNK_S:
