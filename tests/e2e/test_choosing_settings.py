@@ -75,7 +75,7 @@ def test_stop_ends_a_search_part_way(page: Page, app_url: str):
     expect(warning).to_be_visible(timeout=60_000)
     _idle(page)
     done = int(re.search(r"Stopped after (\d+)", warning.inner_text()).group(1))
-    assert 1 <= done < 54
+    assert 0 < done < 54   # stopped part way: some ran, not all
     expect(page.get_by_role("link", name=LINK)).to_be_visible()   # the best of those it ran
     expect(page.get_by_role("button", name="Run the search")).to_be_enabled()
 
