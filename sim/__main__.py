@@ -11,6 +11,9 @@
   vllm RECORDING [--json] [-o FILE.trace] [--oracle-jsonl OUT] [--workload OUT] [--predict CAL]
                                        a vLLM server's step recording: the Trace, the simulator's
                                        verdict on its decisions, its times predicted
+  fleet WORKLOAD --replicas N --router POLICY [--router-config JSON] [-o FLEET.trace] [--json]
+  fleet --recordings REC1 REC2 ... [--router POLICY] [--timing recorded|simulated] [--json]
+                                       a fleet behind a router: simulated, or a real one's recordings
   search WORKLOAD --grid G.json [--slo JSON] -o OUT.csv [--workers N | --ray ADDRESS|local]
                                        every combination of a grid of knobs: one CSV row per config
 """
@@ -257,6 +260,8 @@ def _cost_presets():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab core")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    from .fleet.cli import add_parser as add_fleet_parser
+    add_fleet_parser(sub)
     p = sub.add_parser("trace", help="write the oracle-format per-step JSONL for a workload")
     p.add_argument("workload")
     p.add_argument("-o", "--out", help="output JSONL (default stdout)")

@@ -77,6 +77,17 @@ class BlockPool:
             out.append(next(iter(blocks)))
         return out
 
+    def cached_run(self, hashes) -> int:
+        """How many of `hashes`, from the first, have a block carrying them: what a router that
+        reads the cache (llm-d's precise scorer, Dynamo's indexer) sees of a prompt here."""
+        n = 0
+        cached = self._cached
+        for h in hashes:
+            if not cached.get(h):
+                break
+            n += 1
+        return n
+
     def evictable(self, blocks: list[int]) -> int:
         return sum(1 for b in blocks if self.ref_cnt[b] == 0)
 

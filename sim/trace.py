@@ -175,15 +175,13 @@ class Trace:
         return b[b["step"].to_numpy() == step]
 
     # -- save / load ----------------------------------------------------------------------
+    def to_doc(self) -> dict:
+        """The trace as the JSON document its file holds (a fleet's file holds several)."""
+        return {"format": FORMAT, "version": VERSION, "meta": finite(self.meta),  # a NaN in meta is null, never NaN
+                "tables": {name: _table_doc(getattr(self, name)) for name in TABLES}}
+
     def to_bytes(self) -> bytes:
-        doc = {"format": FORMAT, "version": VERSION, "meta": self.meta,
-               "tables": {name: _table_doc(getattr(self, name)) for name in TABLES}}
-        doc["meta"] = finite(self.meta)  # a NaN in meta (a metric the source could not say) is null, never NaN
-        raw = dumps_strict(doc, sort_keys=True, separators=(",", ":"), default=_json_default).encode()
-        buf = io.BytesIO()
-        with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz:
-            gz.write(raw)
-        return buf.getvalue()
+        return gzip_json(self.to_doc())
 
     def save(self, path: str) -> None:
         with open(path, "wb") as f:
@@ -191,13 +189,11 @@ class Trace:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Trace":
-        try:
-            raw = _gunzip(data) if data[:2] == b"\x1f\x8b" else data
-            doc = json.loads(raw)
-        except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as e:
-            raise ValueError(f"not a trace file (expected gzip-compressed JSON): {e}") from None
-        except RecursionError:
-            raise ValueError("not a trace file: its JSON nests lists or objects too deep") from None
+        return cls.from_doc(read_gzip_json(data, "trace"))
+
+    @classmethod
+    def from_doc(cls, doc) -> "Trace":
+        """A trace from its JSON document; ValueError (plain) when it is not one."""
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ValueError("not a trace file: the 'format' field is missing or wrong")
         version = doc.get("version", 0)
@@ -223,6 +219,27 @@ class Trace:
 
 
 MAX_TRACE_UNZIPPED = 4 << 30   # a trace file unzips to at most 4 GiB (a zip bomb stops there)
+
+
+def gzip_json(doc: dict) -> bytes:
+    """`doc` as the trace files' bytes: strict JSON, sorted keys, gzip with mtime 0 (the same
+    document always gives the same bytes)."""
+    raw = dumps_strict(doc, sort_keys=True, separators=(",", ":"), default=_json_default).encode()
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz:
+        gz.write(raw)
+    return buf.getvalue()
+
+
+def read_gzip_json(data: bytes, what: str):
+    """The JSON document of a (gzip-compressed) file; ValueError naming `what` it is not."""
+    try:
+        raw = _gunzip(data) if data[:2] == b"\x1f\x8b" else data
+        return json.loads(raw)
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as e:
+        raise ValueError(f"not a {what} file (expected gzip-compressed JSON): {e}") from None
+    except RecursionError:
+        raise ValueError(f"not a {what} file: its JSON nests lists or objects too deep") from None
 
 
 def _gunzip(data: bytes) -> bytes:

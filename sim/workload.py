@@ -51,6 +51,7 @@ class Request:
     prompt_seed: int | None = None  # requests sharing a seed share a prompt prefix
     prompt_token_ids: tuple[int, ...] | None = None
     prompt_blocks: tuple[int, ...] | None = None  # ids of 512-token prompt blocks: equal ids, equal tokens
+    prompt_text: str | None = None  # the prompt as text, where known (a text-keyed router matches on it)
 
     def prompt_tokens(self) -> list[int]:
         """The oracle's prompt ids: given ids, else a seeded stream (shared seed -> shared prefix);
@@ -76,6 +77,8 @@ class Request:
             d["prompt_token_ids"] = list(self.prompt_token_ids)
         if self.prompt_blocks is not None:
             d["prompt_blocks"] = list(self.prompt_blocks)
+        if self.prompt_text is not None:
+            d["prompt_text"] = self.prompt_text
         return d
 
     @classmethod
@@ -94,7 +97,15 @@ class Request:
             prompt_seed=None if d.get("prompt_seed") is None else int(d["prompt_seed"]),
             prompt_token_ids=None if ids is None else tuple(int(t) for t in ids),
             prompt_blocks=_block_ids(d),
+            prompt_text=_text(d),
         )
+
+
+def _text(d: dict) -> str | None:
+    t = d.get("prompt_text")
+    if t is not None and not isinstance(t, str):
+        raise ValueError(f"request {d.get('id')}: prompt_text must be text")
+    return t
 
 
 def _block_ids(d: dict) -> tuple[int, ...] | None:

@@ -1,0 +1,205 @@
+"""`python -m sim fleet`: a workload on a simulated fleet, or a real fleet's recordings under a
+router policy. Strict JSON with --json (NaN and infinities as null)."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ..jsonout import dumps_strict
+
+DEFAULT_COST = "a100-8B-fp16"   # a fleet runs on a clock in ms: a roofline unless --cost says otherwise
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("fleet", help="a workload on N replicas behind a router, or a real fleet's recordings",
+                       description="Simulate WORKLOAD on --replicas N behind --router POLICY, or read a real "
+                                   "fleet (--recordings, one vLLM recording per replica in the router's worker "
+                                   "order) and say where the policy would have sent each request.")
+    p.add_argument("workload", nargs="?", help="a workload JSON or public request trace (anything `sim run` reads)")
+    p.add_argument("--recordings", nargs="+", metavar="REC", help="a real fleet: one recording per replica")
+    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--router", default=None, help="the routing policy (default round_robin; with --recordings: none)")
+    p.add_argument("--router-config", help="JSON object of the router's settings")
+    p.add_argument("--config", help="JSON object of config overrides for every replica")
+    p.add_argument("--replica-configs", help="JSON list, one object of overrides per replica (replicas may differ)")
+    p.add_argument("--refresh-ms", type=float, default=0.0,
+                   help="the router's engine signals (queue, KV use) refresh this often (0: exact)")
+    p.add_argument("--tail-ms", type=float, default=None,
+                   help="a response leaves the router's in-flight count this long after its last token's step "
+                        "(default 0; with --recordings: fitted on them)")
+    p.add_argument("--latency-ms", type=float, default=0.0, help="router -> replica delay")
+    p.add_argument("--seed", type=int, default=0, help="the router's seed (random, power_of_two, ties)")
+    p.add_argument("--cost", help=f"step cost model preset (default {DEFAULT_COST}, a roofline in ms)")
+    p.add_argument("--timing", choices=("recorded", "simulated"), default="recorded",
+                   help="with --recordings: the router's signals from the recordings' own times, or all predicted")
+    p.add_argument("--tokenizer", help="with --recordings: a tokenizer.json whose vocabulary turns prompt ids "
+                                       "back into text (for a character-level router)")
+    p.add_argument("--slo", help="JSON SLO targets: attainment and goodput in the metrics")
+    p.add_argument("--limit", type=int, help="a public trace: its first N requests")
+    p.add_argument("--rate-scale", type=float, default=1.0, help="a public trace: arrivals sped up by X")
+    p.add_argument("-o", "--out", help="write the fleet Trace file")
+    p.add_argument("--routes-csv", help="write the routing table as CSV")
+    p.add_argument("--chrome", help="write a Chrome / Perfetto trace (a process per replica and a router track)")
+    p.add_argument("--json", action="store_true", help="strict JSON on stdout")
+    p.set_defaults(fn=cmd_fleet)
+
+
+def _json_arg(text, what, kind):
+    from ..limits import load_json
+    if not text:
+        return None
+    try:
+        v = load_json(text.encode(), "it")
+    except ValueError as e:
+        raise SystemExit(f"{what}: {e}")
+    if not isinstance(v, kind):
+        raise SystemExit(f"{what} must be a JSON {'object' if kind is dict else 'list'}")
+    return v
+
+
+def _settings(args, replicas: int, router: str):
+    from . import FleetSettings
+    from .routing import make_router
+    s = FleetSettings(replicas=replicas, router=router, router_config=_json_arg(args.router_config, "--router-config",
+                                                                                  dict) or {},
+                      seed=args.seed, refresh_interval=args.refresh_ms, response_tail=args.tail_ms or 0.0,
+                      router_latency=args.latency_ms,
+                      replica_configs=_json_arg(args.replica_configs, "--replica-configs", list))
+    try:
+        s.check()
+        make_router(s.router, s.replicas, s.router_config, s.seed)   # its settings checked before any work
+    except ValueError as e:
+        raise SystemExit(str(e))
+    return s
+
+
+def _slo(args):
+    if not args.slo:
+        return None
+    from ..slo import SLO
+    try:
+        return SLO.parse(args.slo)
+    except ValueError as e:
+        raise SystemExit(f"--slo: {e}")
+
+
+def _write_outputs(fleet, args) -> None:
+    from .export import fleet_chrome_trace_bytes, routes_csv
+    for path, make in ((args.out, fleet.to_bytes), (args.routes_csv, lambda: routes_csv(fleet)),
+                       (args.chrome, lambda: fleet_chrome_trace_bytes(fleet))):
+        if path:
+            try:
+                data = make()
+                with open(path, "wb") as f:
+                    f.write(data)
+            except OSError as e:
+                raise SystemExit(f"cannot write {path}: {e.strerror or e}")
+
+
+def _text_summary(out: dict) -> None:
+    m = out["metrics"]
+    unit = m.get("time_unit") or ""
+
+    def f(v, fmt="{:.1f}"):
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+    print(f"{m['replicas']} replicas, {m['requests']} requests ({m['finished']} finished): "
+          f"TTFT p50 {f(m['ttft_p50'])} / p99 {f(m['ttft_p99'])} {unit}, E2E mean {f(m['e2e_mean'])} {unit}, "
+          f"prefix-cache hits {f(m['prefix_hit_rate'], '{:.1%}')}, load imbalance {f(m['load_imbalance'], '{:.2f}')}")
+    for p in out["per_replica"]:
+        print(f"  replica {p['replica']}: {p['requests']} requests, TTFT p99 {f(p['ttft_p99'])}, "
+              f"busy {f(p['busy_time'])} {unit}, prefix-cache hits {f(p['prefix_hit_rate'], '{:.1%}')}")
+    if out.get("routing"):
+        r = out["routing"]
+        if r.get("agree") is not None:
+            print(f"routing: the policy agrees with the real router on {r['agree']} of {r['requests']} requests "
+                  f"({r['agreement']:.1%})")
+
+
+def cmd_fleet(args) -> int:
+    if args.recordings:
+        if args.workload:
+            raise SystemExit("give a WORKLOAD or --recordings, not both")
+        return _cmd_recordings(args)
+    if not args.workload:
+        raise SystemExit("give a WORKLOAD (a workload JSON or public trace) or --recordings REC ...")
+    return _cmd_workload(args)
+
+
+def _cmd_workload(args) -> int:
+    from ..__main__ import _config_overrides, _load_workload
+    from ..cost import cost_from_preset
+    from . import fleet_summary, simulate_fleet
+    s = _settings(args, args.replicas, args.router or "round_robin")
+    wl = _load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
+    overrides = _config_overrides(args.config, wl)
+    slo = _slo(args)
+    try:
+        cost = cost_from_preset(args.cost or (getattr(wl, "source", None) or {}).get("cost") or DEFAULT_COST)
+    except ValueError as e:
+        raise SystemExit(str(e))
+    wants_trace = bool(args.out or args.chrome)
+    try:
+        fleet = simulate_fleet(wl, s, overrides, cost=cost, digest=not wants_trace)
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(str(e))
+    _write_outputs(fleet, args)
+    out = fleet_summary(fleet, slo=slo)
+    out["settings"] = fleet.meta["settings"]
+    out["router_config"] = fleet.meta["router_defaults"]
+    out["routes"] = [{"id": i, "replica": int(r)} for i, r in zip(fleet.routes["request"], fleet.routes["replica"])]
+    if args.json:
+        print(dumps_strict(out))
+    else:
+        _text_summary(out)
+    return 0
+
+
+def _cmd_recordings(args) -> int:
+    from servers.vllm.fleet import read_fleet   # a source: only the CLI may import one, lazily
+    from . import fleet_summary
+    from .recorded import agreement, replay
+    try:
+        real = read_fleet(args.recordings, tokenizer=args.tokenizer)
+    except OSError as e:
+        raise SystemExit(f"cannot read a recording: {e.strerror or e}")
+    except ValueError as e:
+        raise SystemExit(str(e))
+    for w in real.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    n = len(real.replicas)
+    if args.tail_ms is None:
+        args.tail_ms = real.response_tail_ms()
+    out = {"replicas": [rep.summary() for rep in real.replicas], "response_tail_ms": args.tail_ms}
+    fleet = real.as_fleet()
+    if args.router:
+        s = _settings(args, n, args.router)
+        try:
+            fleet = replay(real.recorded_replicas(with_costs=args.timing == "simulated"), s, timing=args.timing)
+        except (ValueError, RuntimeError) as e:
+            raise SystemExit(str(e))
+        out["routing"] = agreement(fleet)
+        out["timing"] = args.timing
+        out["router_config"] = fleet.meta.get("router_defaults")
+    _write_outputs(fleet, args)
+    out.update(fleet_summary(fleet, slo=_slo(args)))
+    r = fleet.routes
+    served = r["served"] if "served" in r else r["replica"]
+    routes = []
+    for k in range(len(r)):
+        row = {"id": r["request"].iloc[k], "replica": int(served.iloc[k])}
+        if "predicted" in r:
+            row["predicted"] = int(r["predicted"].iloc[k])
+            row["reason"] = r["predicted_reason"].iloc[k]
+        routes.append(row)
+    out["routes"] = routes
+    if args.json:
+        print(dumps_strict(out))
+    else:
+        for rep in out["replicas"]:
+            d = rep.get("decisions") or {}
+            verdict = ("the same decisions at every step" if d.get("equal")
+                       else f"decisions part at step {(d.get('first_difference') or {}).get('step')}")
+            print(f"{rep['name']}: {rep.get('requests')} requests, {rep.get('steps')} steps; simulator: {verdict}")
+        _text_summary(out)
+    return 0

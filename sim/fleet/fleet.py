@@ -1,0 +1,339 @@
+"""A fleet: N replicas behind a router, on one clock.
+
+Each request is routed when it reaches the router (its arrival_time), in arrival order (ties
+in workload order). Before a decision every replica is run up to that moment, so the router
+sees what a real one would:
+- its own in-flight count per replica: +1 when it sends a request, -1 when the response has
+  ended at the router, `response_tail` after the end of the step that produced the last token
+  (the front end's detokenizing and streaming, and the hop back: tens of ms on a real server,
+  shared/fleet/README.md). Real routers compare these counts (vllm-router and sglang-router
+  read nothing else from a vLLM worker: their /get_load poll gets a 404 there);
+- the engine-reported queue, running count and KV use, as of the last refresh of the router's
+  signals (every `refresh_interval`; 0 = exact at every decision). A scraped signal that lags
+  is how load herds onto one replica (BLIS measured +354% p99 TTFT from a KV-utilisation
+  router refreshed every 100 ms);
+- the replicas' real prefix caches, for the precise scorers (llm-d reads them from vLLM's KV
+  events; here they are read directly, i.e. with no event lag).
+The request reaches its replica `router_latency` after the decision. All randomness is the
+router's, from `seed`: the same inputs give the same fleet, byte for byte.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from ..cost import UnitsCost
+from ..simulate import max_model_len_for, resolve_config
+from ..workload import Workload
+from .replica import SimReplica
+from .routing import ReplicaView, RouterContext, make_router
+
+MAX_REPLICAS = 1024
+ROUTE_COLUMNS = ("request", "tenant", "prompt_len", "arrival", "replica", "reason", "candidates", "scores", "detail",
+                 "reached", "released")
+
+
+@dataclass
+class FleetSettings:
+    """How the fleet is put together (replicas, router) and what its router sees."""
+    replicas: int = 2
+    router: str = "round_robin"
+    router_config: dict = field(default_factory=dict)
+    seed: int = 0
+    refresh_interval: float = 0.0    # engine-reported signals refreshed this often (0: exact)
+    response_tail: float = 0.0       # last token's step end -> the router's in-flight count drops
+    router_latency: float = 0.0      # router decision -> the request reaches its replica
+    replica_configs: list | None = None   # per replica: overrides over the common config (may differ)
+    record_scores: bool = True       # keep every scorer's score per replica in the routing table
+
+    def check(self) -> "FleetSettings":
+        n = self.replicas
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REPLICAS:
+            raise ValueError(f"a fleet has 1 to {MAX_REPLICAS:,} replicas, not {n!r}")
+        for name in ("refresh_interval", "response_tail", "router_latency"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"the fleet's {name} must be a finite time, 0 or more, not {v!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"the fleet's seed must be a whole number, 0 or more, not {self.seed!r}")
+        if self.replica_configs is not None:
+            if not isinstance(self.replica_configs, list) or len(self.replica_configs) != n or \
+                    not all(isinstance(c, dict) for c in self.replica_configs):
+                raise ValueError(f"replica_configs must be a list of {n} config objects, one per replica")
+        if not isinstance(self.router_config, dict):
+            raise ValueError("the router config must be a JSON object of settings")
+        return self
+
+    def to_json(self) -> dict:
+        return {"replicas": self.replicas, "router": self.router, "router_config": dict(self.router_config),
+                "seed": self.seed, "refresh_interval": self.refresh_interval, "response_tail": self.response_tail,
+                "router_latency": self.router_latency, "replica_configs": self.replica_configs}
+
+
+def chain_hashes(tokens: list[int], block_size: int) -> list[int]:
+    """Chain hashes of every full block (sim.scheduler.Seq.extend_hashes' rule), so that they
+    match the keys of a replica's prefix cache."""
+    out, h = [], 0
+    for i in range(len(tokens) // block_size):
+        h = hash((h, tuple(tokens[i * block_size:(i + 1) * block_size])))
+        out.append(h)
+    return out
+
+
+class _Prompts:
+    """The current request's prompt (token ids, text, chain hashes per block size), made once
+    per decision and only if a router asks."""
+
+    def __init__(self):
+        self.req = None
+        self.tokens = None
+        self.hashes: dict[int, list[int]] = {}
+
+    def reset(self, req) -> None:
+        self.req, self.tokens, self.hashes = req, None, {}
+
+    def token_ids(self, req) -> list[int]:
+        if req is not self.req:
+            self.reset(req)
+        if self.tokens is None:
+            self.tokens = req.prompt_tokens()
+        return self.tokens
+
+    def text(self, req) -> str:
+        return req.prompt_text if req.prompt_text is not None else " ".join(map(str, self.token_ids(req)))
+
+    def chain(self, req, block_size: int) -> list[int]:
+        h = self.hashes.get(block_size)
+        if h is None:
+            h = self.hashes[block_size] = chain_hashes(self.token_ids(req), block_size)
+        return h
+
+
+def _json_scores(scores: dict) -> str:
+    return json.dumps({k: [None if (isinstance(x, float) and not math.isfinite(x)) else round(float(x), 6)
+                           for x in v] for k, v in scores.items()}, sort_keys=True, separators=(",", ":"))
+
+
+def timed_requests(workload: Workload, cost) -> tuple[list, str]:
+    """The workload's requests with arrival times on the fleet's clock. A step-driven workload
+    (arrival_step only) is put on the clock one idle tick of the cost model per arrival step."""
+    reqs = list(workload.requests)
+    if any(r.arrival_time is not None for r in reqs):
+        return [r if r.arrival_time is not None else replace(r, arrival_time=0.0) for r in reqs], "arrival_time"
+    tick = (cost or UnitsCost()).step_time(1, [1])
+    return [replace(r, arrival_time=r.arrival_step * tick) for r in reqs], "arrival_step x one idle tick"
+
+
+class RoutingLoop:
+    """Routes requests in arrival order over replica backends (simulated or recorded) and
+    records every decision. A backend has: index, view (a ReplicaView), next_start, advance(t),
+    signals(), finished (a list it appends (request id, end time) to), cached_blocks(hashes),
+    dispatch(req)."""
+
+    def __init__(self, backends: list, settings: FleetSettings, router):
+        self.backends = backends
+        self.s = settings
+        self.router = router
+        self.in_flight = [0] * len(backends)
+        self.releases: list[tuple[float, int, int, str]] = []   # (time, seq, replica, request id): the heap
+        self.release_seq = 0
+        self.released_at: dict[str, float] = {}
+        self.last_refresh = -math.inf
+        self.prompts = _Prompts()
+        self.ctx = RouterContext(0.0, [b.view for b in backends], self._cached_blocks, self.prompts.token_ids,
+                                 self.prompts.text)
+        self.by_id: dict[str, object] = {}
+        self.next_start = [math.inf] * len(backends)
+        self.wake: list[tuple[float, int]] = []
+        self.dirty: set[int] = set(range(len(backends)))
+        self.rows: dict[str, list] = {k: [] for k in ROUTE_COLUMNS}
+
+    def _cached_blocks(self, i: int, req) -> int:
+        b = self.backends[i]
+        return b.cached_blocks(self.prompts.chain(req, b.view.block_size))
+
+    def _refresh(self, which) -> None:
+        for i in which:
+            b = self.backends[i]
+            w, r, used = b.signals()
+            v = b.view
+            v.waiting, v.running, v.used_blocks = w, r, used
+            v.kv_usage = used / v.num_blocks if v.num_blocks else 0.0
+
+    def _schedule(self, i: int) -> None:
+        """Note when backend i next has a step to run (a heap entry; older ones go stale)."""
+        ns = self.backends[i].next_start
+        self.next_start[i] = ns
+        if ns != math.inf:
+            heapq.heappush(self.wake, (ns, i))
+
+    def _advance(self, t: float) -> None:
+        """Run every replica whose next step starts before t (only those: a heap of next starts,
+        so a decision costs what changed, not a pass over every replica)."""
+        wake, ns = self.wake, self.next_start
+        ran = []
+        while wake and wake[0][0] < t:
+            when, i = heapq.heappop(wake)
+            if when != ns[i] or ns[i] >= t:
+                continue   # stale entry, or already run up to t
+            self.backends[i].advance(t)
+            self._schedule(i)
+            ran.append(i)
+        for i in ran:
+            self.dirty.add(i)
+            self._collect(i)
+
+    def _collect(self, i: int) -> None:
+        """Backend i's finished responses, due to leave the in-flight count a tail later."""
+        b = self.backends[i]
+        if b.finished:
+            for rid, end in b.finished:
+                heapq.heappush(self.releases, (end + self.s.response_tail, self.release_seq, i, rid))
+                self.release_seq += 1
+            b.finished.clear()
+
+    def _release_until(self, t: float) -> None:
+        rel = self.releases
+        while rel and rel[0][0] <= t:
+            when, _, i, rid = heapq.heappop(rel)
+            self.in_flight[i] -= 1
+            self.backends[i].view.in_flight = self.in_flight[i]
+            self.released_at[rid] = when
+            self.router.released(self.by_id[rid], i, when)
+
+    def route(self, req, target: int | None = None):
+        """Route one request at its arrival_time. `target` (replaying a real fleet): the replica
+        that really served it, which the router is told it went to. Returns the Decision."""
+        t = float(req.arrival_time)
+        s = self.s
+        if s.refresh_interval > 0:
+            r = math.floor(t / s.refresh_interval) * s.refresh_interval
+            if r > self.last_refresh:
+                self._advance(r)
+                self._refresh(range(len(self.backends)))
+                self.last_refresh = r
+        self._advance(t)
+        self._release_until(t)
+        if s.refresh_interval <= 0 and self.dirty:
+            self._refresh(sorted(self.dirty))
+            self.dirty.clear()
+        self.ctx.time = t
+        self.prompts.reset(req)
+        d = self.router.route(req, self.ctx)
+        if not (isinstance(d.replica, int) and 0 <= d.replica < len(self.backends)):
+            raise RuntimeError(f"router {self.router.name} picked replica {d.replica!r} of {len(self.backends)}")
+        go = d.replica if target is None else target
+        self.router.dispatched(req, go, self.ctx)
+        self.by_id[req.id] = req
+        reached = t + s.router_latency
+        if self.prompts.tokens is not None and req.prompt_token_ids is None:
+            req = replace(req, prompt_token_ids=tuple(self.prompts.tokens))   # made once, not again by the replica
+        self.backends[go].dispatch(replace(req, arrival_time=reached))
+        self._schedule(go)
+        self._collect(go)   # a recorded replica knows when the request finished
+        self.dirty.add(go)
+        self.in_flight[go] += 1
+        self.backends[go].view.in_flight = self.in_flight[go]
+        rows = self.rows
+        rows["request"].append(req.id)
+        rows["tenant"].append(req.tenant)
+        rows["prompt_len"].append(req.prompt_len)
+        rows["arrival"].append(t)
+        rows["replica"].append(go)
+        rows["reason"].append(d.reason)
+        rows["candidates"].append(",".join(map(str, d.candidates)))
+        rows["scores"].append(_json_scores(d.scores) if s.record_scores and d.scores else "")
+        rows["detail"].append(json.dumps(d.detail, sort_keys=True, separators=(",", ":"), default=float)
+                              if s.record_scores and d.detail else "")
+        rows["reached"].append(reached)
+        return d
+
+    def finish(self) -> None:
+        """Run every replica to the end and let every response end at the router."""
+        self._advance(math.inf)
+        self._release_until(math.inf)
+
+    def table(self) -> pd.DataFrame:
+        rows = dict(self.rows)
+        rows["released"] = [self.released_at.get(rid, math.nan) for rid in rows["request"]]
+        return routes_frame(rows)
+
+
+def routes_frame(rows: dict) -> pd.DataFrame:
+    """The routing table, its columns typed (ids, reasons and score texts as str)."""
+    out = pd.DataFrame({
+        "request": np.asarray(rows["request"], dtype=object), "tenant": np.asarray(rows["tenant"], dtype=object),
+        "prompt_len": np.asarray(rows["prompt_len"], dtype=np.int64),
+        "arrival": np.asarray(rows["arrival"], dtype=np.float64),
+        "replica": np.asarray(rows["replica"], dtype=np.int64), "reason": np.asarray(rows["reason"], dtype=object),
+        "candidates": np.asarray(rows["candidates"], dtype=object),
+        "scores": np.asarray(rows["scores"], dtype=object), "detail": np.asarray(rows["detail"], dtype=object),
+        "reached": np.asarray(rows["reached"], dtype=np.float64),
+        "released": np.asarray(rows["released"], dtype=np.float64)})
+    for k in ("served", "predicted", "predicted_reason"):
+        if k in rows:
+            out[k] = np.asarray(rows[k], dtype=object if k == "predicted_reason" else np.int64)
+    return out
+
+
+def replica_configs(workload: Workload, settings: FleetSettings, config: dict | None):
+    """Each replica's (SchedulerConfig, scheduler name, max_model_len): the workload's config,
+    overridden by `config`, then by the replica's own overrides."""
+    out = []
+    for i in range(settings.replicas):
+        own = (settings.replica_configs or [None] * settings.replicas)[i] or {}
+        try:
+            cfg, mode = resolve_config(workload, {**(config or {}), **own})
+            cfg.validate()
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"replica {i}'s config: {e}") from None
+        out.append((cfg, mode, max_model_len_for(workload, cfg)))
+    return out
+
+
+def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, config: dict | None = None, *,
+                   cost=None, costs: list | None = None, digest: bool = False, max_requests: int | None = None):
+    """Run `workload` on a fleet of simulated replicas behind a router; returns a FleetTrace
+    (each replica's Trace, or Digest with `digest`, and the routing table). `cost`: every
+    replica's step-time model; `costs`: one per replica instead (e.g. fitted on each replica's
+    recording), all in one time unit."""
+    from .trace import FleetTrace
+    s = (settings or FleetSettings()).check()
+    cost = cost or (costs[0] if costs else None) or UnitsCost()
+    if costs is not None and (len(costs) != s.replicas or len({c.time_unit for c in costs}) != 1):
+        raise ValueError(f"give one cost model per replica ({s.replicas}), all in the same time unit")
+    router = make_router(s.router, s.replicas, s.router_config, s.seed)
+    reqs, clock = timed_requests(workload, cost)
+    if max_requests is not None and len(reqs) > max_requests:
+        raise ValueError(f"the workload has {len(reqs):,} requests; a fleet runs at most {max_requests:,} here")
+    backends = []
+    for i, (cfg, mode, mml) in enumerate(replica_configs(workload, s, config)):
+        b = SimReplica(i, cfg, mode, mml, costs[i] if costs else cost, digest)
+        try:
+            b.check_fits(reqs)
+        except ValueError as e:
+            raise ValueError(f"replica {i}: {e}") from None
+        b.view = ReplicaView(i, 0, 0, 0, 0.0, 0, cfg.num_gpu_blocks - 1, cfg.block_size)
+        backends.append(b)
+    loop = RoutingLoop(backends, s, router)
+    order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
+    for i in order:
+        loop.route(reqs[i])
+    loop.finish()
+    meta_base = {"source": "simulator", "time_unit": cost.time_unit,
+                 "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
+                 "workload": workload.name}
+    traces = []
+    for b in backends:
+        t = b.build(dict(meta_base, replica=b.index))
+        traces.append(t)
+    meta = {"source": "simulator", "time_unit": cost.time_unit, "workload": workload.name, "clock": clock,
+            "settings": s.to_json(), "router_defaults": dict(router.config),
+            "busy_time": [b.busy_time for b in backends], "num_requests": len(reqs),
+            "cost_model": meta_base["cost_model"]}
+    return FleetTrace(routes=loop.table(), replicas=traces, meta=meta)

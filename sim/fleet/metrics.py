@@ -1,0 +1,119 @@
+"""A fleet's numbers: everything `sim run` reports, for the whole fleet and per replica, and
+what only a fleet has (prefix-cache hit rate, load imbalance, how requests were split).
+
+The fleet's own row is sim.metrics.summary over the replicas' runs put end to end in one
+Digest: latencies and percentiles over every request, tokens and cached prompt tokens summed,
+duration from the first step to the last on the shared clock. Each replica's steps keep their
+own numbers within it (offset in the joined table), so per-step counts add up; fairness between
+tenants (jain_index, max_service_gap) is a per-replica idea and is left out of the fleet row.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..digest import Digest
+from ..metrics import digest_of, summary
+from ..trace import Trace
+
+STEP_COLUMNS_OF_REQUESTS = ("arrival_step", "first_scheduled_step", "first_token_step", "finish_step")
+
+
+def _digest(t) -> Digest:
+    return t if isinstance(t, Digest) else digest_of(t)
+
+
+def fleet_digest(fleet) -> Digest:
+    """The replicas' runs end to end as one Digest (step numbers offset per replica)."""
+    reqs, steps, gaps, service = [], [], [], []
+    useful, offset = 0, 0
+    for t in fleet.replicas:
+        d = _digest(t)
+        r = d.requests.copy()
+        for c in STEP_COLUMNS_OF_REQUESTS:
+            if c in r:
+                r[c] = r[c] + offset
+        s = d.steps.copy()
+        s["step"] = s["step"].to_numpy() + offset
+        sv = d.service.copy()
+        sv["step"] = sv["step"].to_numpy() + offset
+        reqs.append(r)
+        steps.append(s)
+        gaps.append(d.gaps)
+        service.append(sv)
+        useful += d.useful_slot_steps
+        offset += int(d.steps["step"].max()) if len(d.steps) else 0
+    configs = [(t.meta.get("config") or {}) for t in fleet.replicas]
+    seqs = {c.get("max_num_seqs") for c in configs}
+    meta = {"source": fleet.meta.get("source"), "time_unit": fleet.time_unit,
+            "config": {"max_num_seqs": seqs.pop()} if len(seqs) == 1 else {}}
+    return Digest(requests=pd.concat(reqs, ignore_index=True), steps=pd.concat(steps, ignore_index=True),
+                  gaps=pd.concat(gaps), service=pd.concat(service, ignore_index=True), useful_slot_steps=useful,
+                  meta=meta)
+
+
+def busy_time(trace) -> float:
+    """Time a replica spent in steps that did work."""
+    s = trace.steps
+    if not len(s):
+        return 0.0
+    busy = ~s["idle"].to_numpy(dtype=bool)
+    return float((s["end"].to_numpy(dtype=float) - s["start"].to_numpy(dtype=float))[busy].sum())
+
+
+def prefix_hit_rate(trace) -> float:
+    """Prompt tokens found in the prefix cache / prompt tokens of the requests that were
+    scheduled (NaN when the run says nothing of cached tokens)."""
+    r = trace.requests
+    c = r["cached_tokens"].astype("Float64")
+    known = c.notna().to_numpy()
+    if not known.any():
+        return math.nan
+    total = float(r["prompt_len"].astype("Float64")[known].sum())
+    return float(c[known].sum()) / total if total else math.nan
+
+
+def _fleet_extras(fleet, per: list[dict]) -> dict:
+    busy = np.array([p["busy_time"] for p in per], dtype=float)
+    mean = busy.mean() if len(busy) else math.nan
+    cached = np.nansum([p["cached_prompt_tokens"] for p in per]) if any(
+        not math.isnan(p["cached_prompt_tokens"]) for p in per) else math.nan
+    prompt = float(sum(int(t.requests["prompt_len"].astype("Float64").sum()) for t in fleet.replicas))
+    counts = np.array([p["requests"] for p in per], dtype=float)
+    return {"replicas": len(per), "load_imbalance": float(busy.max() / mean) if mean and mean > 0 else math.nan,
+            "busy_time_max": float(busy.max()) if len(busy) else math.nan, "busy_time_mean": float(mean),
+            "request_imbalance": float(counts.max() / counts.mean()) if counts.mean() > 0 else math.nan,
+            "prefix_hit_rate": float(cached / prompt) if prompt and not math.isnan(cached) else math.nan}
+
+
+def replica_summaries(fleet, slo=None) -> list[dict]:
+    out = []
+    for i, t in enumerate(fleet.replicas):
+        row = summary(t, slo=slo)
+        row["replica"] = i
+        row["busy_time"] = busy_time(t)
+        row["prefix_hit_rate"] = prefix_hit_rate(t)
+        out.append(row)
+    return out
+
+
+def fleet_summary(fleet, slo=None) -> dict:
+    """{"metrics": the fleet's row, "per_replica": one row per replica}."""
+    per = replica_summaries(fleet, slo)
+    row = summary(fleet_digest(fleet), slo=slo)
+    for k in ("jain_index", "max_service_gap"):
+        row.pop(k, None)
+    row.update(_fleet_extras(fleet, per))
+    return {"metrics": row, "per_replica": per}
+
+
+def group_placement(fleet, groups: pd.Series) -> pd.DataFrame:
+    """Where each shared-prefix group's requests went: groups x replicas counts. `groups`
+    maps request id -> group label."""
+    r = fleet.routes
+    g = r["request"].map(groups)
+    known = g.notna()
+    tab = pd.crosstab(g[known], r["replica"][known])
+    return tab.reindex(columns=range(fleet.num_replicas), fill_value=0)

@@ -1,0 +1,145 @@
+"""One replica of a fleet: a full scheduler with its own config and KV pool, stepped on the
+fleet's clock as far as the router needs to know.
+
+The single-replica simulator (sim.simulate) runs a whole workload in one loop. A fleet's
+router must see every replica as it is when each request arrives, so a replica here runs
+step by step: `advance(t)` runs every step that starts before t (a request that reaches the
+replica at t joins the first step that starts at or after t, sim.simulate's rule), and the
+requests the router sends arrive through `dispatch`. The steps, the batch and the KV log are
+recorded by sim.simulate's own Recorder, so each replica's Trace is an ordinary Trace.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from ..cost import UnitsCost
+from ..registry import SCHEDULERS
+from ..scheduler import SchedulerConfig
+from ..simulate import SWAP_LINK_BYTES_PER_S, DigestRecorder, Recorder, check_fits
+
+
+class SimReplica:
+    """A simulated replica. `view` is its ReplicaView, whose engine-reported fields the fleet
+    refreshes from `signals()`; `finished` collects (request id, time its response left the
+    engine) for the router's in-flight bookkeeping."""
+
+    def __init__(self, index: int, cfg: SchedulerConfig, mode: str, max_model_len: int, cost=None,
+                 digest: bool = False):
+        self.index = index
+        self.cfg = cfg
+        self.mode = mode
+        self.max_model_len = max_model_len
+        self.cost = cost or UnitsCost()
+        try:
+            self.sched = SCHEDULERS[mode](cfg, max_model_len)
+        except KeyError:
+            raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(SCHEDULERS)}") from None
+        self.slo_clock = hasattr(self.sched, "clock")
+        if self.slo_clock:
+            self.sched.cost_model = self.cost
+        self.rec = DigestRecorder(cfg.enable_prefix_caching) if digest else Recorder(cfg.enable_prefix_caching)
+        self.pool = self.sched.pool
+        self.pool.logging = not digest
+        to_unit = {"ms": 1000.0, "s": 1.0}.get(getattr(self.cost, "time_unit", ""), 0.0)
+        self.swap_unit_per_byte = to_unit / SWAP_LINK_BYTES_PER_S
+        self.idle_dt = self.cost.step_time(1, [1])
+        self.tracks_counters = bool(self.sched.waiting.state()) or cfg.policy == "vtc"
+        self.pending: deque = deque()   # requests dispatched here, not yet joined a step (arrival order)
+        self.requests: list = []        # every request dispatched here, in dispatch order
+        self.finished: list[tuple[str, float]] = []
+        self.n_done = 0   # dispatched requests finished or turned away
+        self.step = 0
+        self.clock = 0.0
+        self.stalled = 0
+        self.busy_time = 0.0
+        self.usable_blocks = cfg.num_gpu_blocks - 1   # block 0 is the null block
+        # engine-reported signals after the last schedule(): waiting, running, blocks in use
+        self.waiting = self.running = self.used_blocks = 0
+        self.view = None   # the fleet sets it
+
+    def check_fits(self, requests) -> None:
+        """ValueError when a request dispatched here could never fit this replica's pool."""
+        from ..workload import Workload
+        check_fits(Workload(list(requests)), self.cfg, self.max_model_len)
+
+    @property
+    def next_start(self) -> float:
+        """When this replica's next step would start: its clock if it has work, the next
+        dispatched arrival if it is idle, infinity if it has nothing at all."""
+        if self.n_done == len(self.requests):
+            return math.inf   # all done: vLLM's empty step after the last finish runs with the next request
+        if self.sched.has_requests():
+            return self.clock
+        if self.pending:
+            return max(self.clock, self.pending[0].arrival_time)
+        return math.inf
+
+    def dispatch(self, req) -> None:
+        """`req` (its arrival_time = when it reaches this replica) is sent here."""
+        self.pending.append(req)
+        self.requests.append(req)
+
+    def signals(self) -> tuple[int, int, int]:
+        """What the engine reports now: waiting requests (its queue, and those that reached it
+        but have not joined a step yet), running requests, KV blocks in use."""
+        return self.waiting + len(self.pending), self.running, self.used_blocks
+
+    def advance(self, until: float) -> None:
+        """Run every step that starts before `until`."""
+        sched, rec, pool, pending = self.sched, self.rec, self.pool, self.pending
+        while True:
+            if self.n_done == len(self.requests) and until == math.inf:
+                return   # the run's end: sim.simulate stops here too (no empty step after the last finish)
+            if not sched.has_requests():
+                if not pending or pending[0].arrival_time >= until:
+                    return
+                self.clock = max(self.clock, pending[0].arrival_time)   # an idle engine waits for work
+            clock = self.clock
+            if clock >= until:
+                return
+            self.step += 1
+            step = self.step
+            pool.step = step
+            if self.slo_clock:
+                sched.clock = clock
+            arrived = []
+            while pending and pending[0].arrival_time <= clock:
+                r = pending.popleft()
+                if rec.arrive(sched, r, step, clock, True).status == "rejected":
+                    self.n_done += 1
+                    self.finished.append((r.id, clock))   # turned away: the response ends at once
+                arrived.append(r.id)
+            if not sched.has_requests():
+                rec.idle(step, clock, self.idle_dt, pool, arrived)
+                self.clock = clock + self.idle_dt
+                continue
+            plan = sched.schedule()
+            self.stalled = 0 if (plan.entries or plan.admitted or plan.preempted) else self.stalled + 1
+            if self.stalled > 1000:
+                raise RuntimeError(f"replica {self.index}: no progress for 1000 steps at step {step}: its KV pool "
+                                   f"is too small for the requests in flight")
+            dt = self.cost.step_time_totals(plan.num_tokens, plan.context_tokens)
+            swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
+            dt += swap_bytes * self.swap_unit_per_byte
+            self.waiting, self.running = len(sched.waiting), len(sched.running)
+            self.used_blocks = self.usable_blocks - plan.free_after_schedule
+            finished = sched.update(plan)
+            end = clock + dt
+            self.n_done += len(finished)
+            for seq in finished:
+                self.finished.append((seq.id, end))
+            rec.record(sched, plan, finished, step, clock, end, arrived, swap_bytes)
+            if self.tracks_counters:
+                rec.record_counters(sched, step)
+            self.busy_time += dt
+            self.clock = end
+
+    def cached_blocks(self, hashes: list[int]) -> int:
+        """Leading blocks of a prompt (its chain hashes at this replica's block size) held in
+        this replica's prefix cache now (0 without prefix caching)."""
+        return self.pool.cached_run(hashes) if self.pool.enable_caching else 0
+
+    def build(self, meta: dict):
+        """This replica's Trace (or Digest) of the requests dispatched to it."""
+        return self.rec.build(self.requests, self.cfg, self.mode, self.pool, meta)

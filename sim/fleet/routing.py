@@ -1,0 +1,147 @@
+"""What a router is: a small class registered by name that picks a replica for each request.
+
+A router sees the fleet through a RouterContext at the moment a request reaches it: one
+ReplicaView per replica with the signals a real router has (its own in-flight count, and the
+engine-reported queue, running count and KV use, which are as stale as the refresh interval
+makes them), plus the prefix-cache queries the precise scorers make. It returns a Decision:
+the pick, the rule that made it, the candidates and every scorer's score per replica, so that
+a page can say why each request went where.
+
+Adding a router = one class in sim/fleet/routers/ with @register_router("name").
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+ROUTERS: dict[str, type["Router"]] = {}
+
+
+def register_router(name: str) -> Callable[[type], type]:
+    def deco(cls):
+        cls.name = name
+        ROUTERS[name] = cls
+        return cls
+    return deco
+
+
+@dataclass
+class ReplicaView:
+    """One replica as the router sees it when a request arrives."""
+    index: int
+    in_flight: int          # the router's own count: dispatched, response not yet ended (+ the tail)
+    waiting: int            # engine-reported queue length (at the last signal refresh)
+    running: int            # engine-reported running requests (at the last signal refresh)
+    kv_usage: float         # engine-reported KV-cache use, 0..1 (at the last signal refresh)
+    used_blocks: int        # engine-reported KV blocks in use (at the last signal refresh)
+    num_blocks: int         # usable KV blocks of the replica's pool
+    block_size: int
+
+
+@dataclass
+class Decision:
+    replica: int
+    reason: str                               # the rule that picked it (e.g. prefix_hit, load_imbalance, tie)
+    candidates: tuple[int, ...] = ()          # replicas considered (all of them unless the rule draws a few)
+    scores: dict[str, list[float]] = field(default_factory=dict)   # scorer -> one score per replica
+    detail: dict = field(default_factory=dict)                    # e.g. {"match_rate": 0.42}
+
+
+class RouterContext:
+    """The fleet at one routing decision. `replicas` are the views; `cached_blocks(i, req)`
+    counts the leading prompt blocks of `req` held in replica i's real prefix cache (llm-d's
+    precise scorer reads that from vLLM's KV events); `prompt_tokens(req)` and `prompt_text(req)`
+    give the request's prompt as token ids and as text (its own text, else the ids written out)."""
+
+    def __init__(self, time: float, replicas: list[ReplicaView], cached_blocks: Callable, prompt_tokens: Callable,
+                 prompt_text: Callable):
+        self.time = time
+        self.replicas = replicas
+        self.cached_blocks = cached_blocks
+        self.prompt_tokens = prompt_tokens
+        self.prompt_text = prompt_text
+
+
+class Router:
+    """Base router. `defaults` lists every knob and its default; a config may set only those."""
+
+    name = "base"
+    defaults: dict = {}
+
+    def __init__(self, num_replicas: int, config: dict | None = None, seed: int = 0):
+        self.n = int(num_replicas)
+        self.config = self.check_config(config)
+        self.rng = random.Random(seed)   # the only randomness a router may use: seeded
+
+    @classmethod
+    def check_config(cls, config: dict | None) -> dict:
+        """The defaults overridden by `config`; ValueError (one plain sentence) on an unknown
+        key or a value of the wrong kind (NaN, infinite, negative where a count is meant)."""
+        config = dict(config or {})
+        unknown = sorted(set(config) - set(cls.defaults))
+        if unknown:
+            known = ", ".join(sorted(cls.defaults)) or "none"
+            raise ValueError(f"router {cls.name} has no setting {unknown[0]!r} (its settings: {known})")
+        out = dict(cls.defaults)
+        for k, v in config.items():
+            d = cls.defaults[k]
+            if isinstance(d, bool):
+                if not isinstance(v, bool):
+                    raise ValueError(f"router setting {k} must be true or false, not {v!r}")
+            elif isinstance(d, (int, float)):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                    raise ValueError(f"router setting {k} must be a finite number, 0 or more, not {v!r}")
+                if isinstance(d, int) and not isinstance(d, bool) and v != int(v):
+                    raise ValueError(f"router setting {k} must be a whole number, not {v!r}")
+            elif isinstance(d, str):
+                if not isinstance(v, str):
+                    raise ValueError(f"router setting {k} must be text, not {v!r}")
+            out[k] = v
+        cls.validate(out)
+        return out
+
+    @classmethod
+    def validate(cls, config: dict) -> None:
+        """Extra checks a router's knobs need (a choice among names, weights not all 0)."""
+
+    def route(self, request, ctx: RouterContext) -> Decision:
+        """Pick a replica for `request`. State that depends on where the request went (a
+        tree of what was sent) is updated in `dispatched`, not here: replaying a real fleet,
+        the router is told where the real router sent each request, so that one wrong guess
+        does not poison every later one."""
+        raise NotImplementedError
+
+    def dispatched(self, request, replica: int, ctx: RouterContext) -> None:
+        """`request` was sent to `replica` (by this router's decision, or, replaying a real
+        fleet, by the real router's)."""
+
+    def released(self, request, replica: int, time: float) -> None:
+        """The response of `request` ended at the router (its in-flight count dropped)."""
+
+    def prefill_done(self, request, replica: int, time: float) -> None:
+        """The first output token of `request` reached the router (its prefill is over). Only
+        routers that count pending prefill work use it (kv_cost: Dynamo marks a request's
+        prefill complete on its first token); a loop that never calls it leaves that work
+        counted until `released`."""
+
+
+def make_router(name: str, num_replicas: int, config: dict | None = None, seed: int = 0) -> Router:
+    from . import routers  # noqa: F401  (each module registers its routers)
+    try:
+        cls = ROUTERS[name]
+    except KeyError:
+        raise ValueError(f"unknown router {name!r}; known: {', '.join(router_names())}") from None
+    return cls(num_replicas, config, seed)
+
+
+def router_names() -> list[str]:
+    from . import routers  # noqa: F401
+    return list(ROUTERS)
+
+
+def least_loaded(loads: list[float], among=None) -> int:
+    """The replica with the lowest load; a tie goes to the first in worker order."""
+    idx = range(len(loads)) if among is None else among
+    return min(idx, key=lambda i: (loads[i], i))

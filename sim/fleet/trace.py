@@ -1,0 +1,106 @@
+"""The fleet Trace: the routing table (one row per request: when it reached the router, the
+replica it went to, the rule that picked it and every scorer's score) and one ordinary Trace
+per replica, saved and loaded as one file (gzip-compressed JSON, the same bytes for the same
+fleet, like a Trace file).
+
+Routing table columns: request, tenant, prompt_len, arrival (at the router), replica (0-based,
+in worker order), reason, candidates ("0,3": the replicas the rule considered), scores (JSON:
+scorer -> one score per replica; "" when not recorded), detail (JSON), reached (arrival at
+the replica), released (the response ended at the router: the in-flight count dropped).
+Replaying a real fleet adds predicted / predicted_reason (what the router policy would have
+picked) beside the replica that served each request.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..digest import Digest
+from ..jsonout import finite
+from ..trace import Trace, _clean, _dtype_name, gzip_json, read_gzip_json
+from .fleet import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
+
+FORMAT = "scheduler-lab-fleet"
+VERSION = 1
+
+
+@dataclass
+class FleetTrace:
+    routes: pd.DataFrame
+    replicas: list            # one Trace (or, from a search, a Digest) per replica, in worker order
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def time_unit(self) -> str:
+        return self.meta.get("time_unit", "ms")
+
+    @property
+    def num_replicas(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.meta.get("names") or [f"replica {i}" for i in range(len(self.replicas))])
+
+    def to_bytes(self) -> bytes:
+        if any(isinstance(t, Digest) for t in self.replicas):
+            raise ValueError("a fleet run kept for its metrics only (a Digest) has no per-step tables to save")
+        doc = {"format": FORMAT, "version": VERSION, "meta": finite(self.meta),
+               "routes": {"columns": list(self.routes.columns),
+                          "dtypes": [_dtype_name(t) for t in self.routes.dtypes],
+                          "data": [[_clean(v) for v in self.routes[c].tolist()] for c in self.routes.columns]},
+               "replicas": [t.to_doc() for t in self.replicas]}
+        return gzip_json(doc)
+
+    def save(self, path: str) -> None:
+        with open(path, "wb") as f:
+            f.write(self.to_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "FleetTrace":
+        doc = read_gzip_json(data, "fleet trace")
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError("not a fleet trace file: the 'format' field is missing or wrong")
+        version = doc.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+            raise ValueError(f"fleet trace version {version!r} is not one this program reads (up to {VERSION})")
+        meta, reps, routes = doc.get("meta"), doc.get("replicas"), doc.get("routes")
+        if not isinstance(meta, dict) or not isinstance(reps, list) or not isinstance(routes, dict):
+            raise ValueError("not a fleet trace file: 'meta', 'replicas' and 'routes' are missing or of the wrong kind")
+        if not 1 <= len(reps) <= MAX_REPLICAS:
+            raise ValueError(f"a fleet trace holds 1 to {MAX_REPLICAS:,} replicas, not {len(reps):,}")
+        traces = []
+        for i, r in enumerate(reps):
+            try:
+                traces.append(Trace.from_doc(r))
+            except ValueError as e:
+                raise ValueError(f"replica {i} of this fleet trace: {e}") from None
+        try:
+            cols = dict(zip(routes["columns"], routes["data"]))
+            missing = [c for c in ROUTE_COLUMNS if c not in cols]
+            if missing:
+                raise ValueError(missing[0])
+            table = routes_frame(cols)
+            bad = table["replica"].to_numpy()
+            if len(bad) and (bad.min() < 0 or bad.max() >= len(traces)):
+                raise ValueError("replica")
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
+            raise ValueError(f"not a fleet trace file: its routing table does not have the layout "
+                             f"FleetTrace.save writes ({e})") from None
+        return cls(routes=table, replicas=traces, meta=meta)
+
+    @classmethod
+    def load(cls, path: str) -> "FleetTrace":
+        with open(path, "rb") as f:
+            return cls.from_bytes(f.read())
+
+
+def is_fleet_file(data: bytes) -> bool:
+    """Whether `data` looks like a fleet trace file (its first bytes), without parsing it all."""
+    import zlib
+    try:
+        head = zlib.decompressobj(wbits=31).decompress(data[:4096], 256) if data[:2] == b"\x1f\x8b" else data[:256]
+    except zlib.error:
+        return False
+    return FORMAT.encode() in head
