@@ -117,3 +117,25 @@ def group_placement(fleet, groups: pd.Series) -> pd.DataFrame:
     known = g.notna()
     tab = pd.crosstab(g[known], r["replica"][known])
     return tab.reindex(columns=range(fleet.num_replicas), fill_value=0)
+
+
+def prefix_group(req, tokens: int = 64):
+    """The shared-prefix group a request belongs to, as a label, or None when it names none:
+    its first prompt block id, its prompt seed (seeded prompts share a prefix), else its first
+    `tokens` prompt token ids (a recording's prompts) as a short digest."""
+    if req.prompt_blocks:
+        return f"block {req.prompt_blocks[0]}"
+    if req.prompt_seed is not None:
+        return f"seed {req.prompt_seed}"
+    if req.prompt_token_ids is not None and len(req.prompt_token_ids) >= tokens:
+        import zlib
+        return f"prefix {zlib.crc32(np.asarray(req.prompt_token_ids[:tokens], dtype=np.int64).tobytes()):08x}"
+    return None
+
+
+def prefix_groups(requests, tokens: int = 64) -> pd.Series:
+    """request id -> shared-prefix group, for the groups two or more requests share."""
+    labels = pd.Series({r.id: prefix_group(r, tokens) for r in requests}, dtype=object)
+    labels = labels[labels.notna()]
+    counts = labels.value_counts()
+    return labels[labels.map(counts) >= 2]
