@@ -207,6 +207,7 @@ def check_config_values(config: dict) -> None:
 # A workload's requests (the oracle's JSON), checked field by field before they are built
 # ---------------------------------------------------------------------------------------------
 
+MAX_PROMPT_TEXT_CHARS = 64 << 20   # a prompt's text (a text-keyed router matches on it)
 # (field, rule's subject, lo, hi) for the optional whole-number fields
 _WHOLE_FIELDS = (("arrival_step", "arrival steps", 0, MAX_ARRIVAL_STEP),
                  ("priority", "priorities", -MAX_PRIORITY, MAX_PRIORITY),
@@ -260,6 +261,10 @@ def check_request(d, index: int = 0) -> None:
     tenant = d.get("tenant")
     if tenant is not None and not (type(tenant) is str and len(tenant) <= MAX_NAME_CHARS):
         name(tenant, f"the tenant of {_rid(d, index)}")
+    text = d.get("prompt_text")
+    if text is not None and not (type(text) is str and len(text) <= MAX_PROMPT_TEXT_CHARS):
+        raise ValueError(f"prompt_text of {_rid(d, index)} must be text of at most {MAX_PROMPT_TEXT_CHARS:,} "
+                         f"characters")
 
 
 def check_workload_doc(doc) -> None:

@@ -156,31 +156,36 @@ def _cmd_workload(args) -> int:
 
 
 def _cmd_recordings(args) -> int:
-    from servers.vllm.fleet import read_fleet   # a source: only the CLI may import one, lazily
+    from servers.vllm.fleet import load_vocab, read_fleet   # a source: only the CLI may import one, lazily
+    from servers.vllm.fleet_replay import recorded_replicas, response_tail_ms
     from . import fleet_summary
-    from .recorded import agreement, replay
+    from .recorded import agreement, recorded_fleet, replay
     try:
-        real = read_fleet(args.recordings, tokenizer=args.tokenizer)
+        vocab = load_vocab(args.tokenizer) if args.tokenizer else None
+        real = read_fleet(args.recordings, vocab=vocab)
     except OSError as e:
         raise SystemExit(f"cannot read a recording: {e.strerror or e}")
     except ValueError as e:
         raise SystemExit(str(e))
     for w in real.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    n = len(real.replicas)
     if args.tail_ms is None:
-        args.tail_ms = real.response_tail_ms()
-    out = {"replicas": [rep.summary() for rep in real.replicas], "response_tail_ms": args.tail_ms}
-    fleet = real.as_fleet()
-    if args.router:
-        s = _settings(args, n, args.router)
-        try:
-            fleet = replay(real.recorded_replicas(with_costs=args.timing == "simulated"), s, timing=args.timing)
-        except (ValueError, RuntimeError) as e:
-            raise SystemExit(str(e))
-        out["routing"] = agreement(fleet)
-        out["timing"] = args.timing
-        out["router_config"] = fleet.meta.get("router_defaults")
+        args.tail_ms = response_tail_ms(real)
+    out = {"replicas": [{"name": rep.name, "path": rep.path, "decisions": rep.decisions,
+                         "requests": int(len(rep.trace.requests)), "steps": int(len(rep.trace.steps))}
+                        for rep in real.replicas],
+           "response_tail_ms": args.tail_ms, "vllm": real.meta.get("vllm"), "warnings": real.warnings}
+    try:
+        reps = recorded_replicas(real, with_costs=bool(args.router) and args.timing == "simulated")
+        fleet = recorded_fleet(reps)
+        if args.router:
+            s = _settings(args, len(reps), args.router)
+            fleet = replay(reps, s, timing=args.timing)
+            out["routing"] = agreement(fleet)
+            out["timing"] = args.timing
+            out["router_config"] = fleet.meta.get("router_defaults")
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(str(e))
     _write_outputs(fleet, args)
     out.update(fleet_summary(fleet, slo=_slo(args)))
     r = fleet.routes

@@ -166,3 +166,24 @@ def agreement(fleet: FleetTrace) -> dict:
         return {"requests": int(len(r)), "agree": None, "agreement": None}
     agree = int((r["predicted"].to_numpy() == r["served"].to_numpy()).sum())
     return {"requests": int(len(r)), "agree": agree, "agreement": agree / len(r) if len(r) else None}
+
+
+def recorded_fleet(replicas: list[RecordedReplica]) -> FleetTrace:
+    """The real fleet as it ran, without a policy: the routing table says which replica served
+    each request (reason "recorded") and when its response left that replica."""
+    reqs, served = _served(replicas)
+    finish = {}
+    for rep in replicas:
+        r = rep.trace.requests
+        finish.update(zip(r["request"].astype(str), r["finish_time"].to_numpy(dtype=float)))
+    rows = {"request": [q.id for q in reqs], "tenant": [q.tenant for q in reqs],
+            "prompt_len": [q.prompt_len for q in reqs], "arrival": [float(q.arrival_time) for q in reqs],
+            "replica": [served[q.id] for q in reqs], "reason": ["recorded"] * len(reqs),
+            "candidates": [""] * len(reqs), "scores": [""] * len(reqs), "detail": [""] * len(reqs),
+            "reached": [float(q.arrival_time) for q in reqs], "released": [finish.get(q.id, math.nan) for q in reqs],
+            "served": [served[q.id] for q in reqs]}
+    from .fleet import routes_frame
+    traces = [rep.trace for rep in replicas]
+    meta = {"source": "recorded", "time_unit": "ms", "names": [r.name for r in replicas], "timing": "recorded",
+            "num_requests": len(reqs)}
+    return FleetTrace(routes=routes_frame(rows), replicas=traces, meta=meta)

@@ -1,0 +1,263 @@
+"""The fleet loop: replicas on one clock behind a router (sim/fleet/fleet.py)."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.cost import cost_from_preset
+from sim.fleet import FleetSettings, FleetTrace, fleet_summary, simulate_fleet
+from sim.fleet.export import fleet_chrome_trace, routes_csv
+from sim.fleet.metrics import busy_time, group_placement, prefix_groups
+from sim.fleet.scenarios import FLEET_SCENARIOS
+from sim.simulate import simulate
+from sim.workload import Request, Workload
+
+ROOT = Path(__file__).resolve().parents[2]
+MS = cost_from_preset("a100-8B-fp16")
+
+
+def _workload(n=120, gap=9.0, blocks=120, seeds=4, **cfg) -> Workload:
+    reqs = [Request(id=f"r{i}", prompt_len=100 + (i * 37) % 400, max_tokens=8 + (i * 13) % 60,
+                    arrival_time=i * gap, prompt_seed=i % seeds, tenant=f"t{i % 3}") for i in range(n)]
+    return Workload(reqs, {"enable_prefix_caching": True, "num_gpu_blocks": blocks, "max_num_seqs": 16,
+                           "max_num_batched_tokens": 512, **cfg}, name="test")
+
+
+@pytest.mark.parametrize("cfg", [{}, {"num_gpu_blocks": 60, "preemption_mode": "swap"}, {"policy": "priority"}])
+def test_one_replica_is_the_single_scheduler(cfg):
+    """A fleet of one is sim.simulate on the same timed arrivals: every table equal."""
+    wl = _workload(**cfg)
+    fleet = simulate_fleet(wl, FleetSettings(replicas=1), cost=MS)
+    alone = simulate(wl, cost=MS)
+    for name in ("steps", "batch", "requests", "kv", "events"):
+        assert getattr(fleet.replicas[0], name).equals(getattr(alone, name)), name
+    assert (fleet.routes["replica"] == 0).all()
+
+
+def test_pressure_case_had_preemptions():
+    # the second case above is only worth its name if the small pool preempts
+    t = simulate(_workload(num_gpu_blocks=60, preemption_mode="swap"), cost=MS)
+    assert t.requests["preemptions"].sum() > 0
+
+
+def test_round_robin_in_arrival_order_and_every_request_once():
+    wl = _workload(n=40)
+    f = simulate_fleet(wl, FleetSettings(replicas=3, router="round_robin"), cost=MS)
+    assert f.routes["request"].tolist() == [f"r{i}" for i in range(40)]
+    assert f.routes["replica"].tolist() == [i % 3 for i in range(40)]
+    served = sorted(rid for t in f.replicas for rid in t.requests["request"])
+    assert served == sorted(r.id for r in wl.requests)
+    for i, t in enumerate(f.replicas):
+        assert set(t.requests["request"]) == set(f.routes["request"][f.routes["replica"] == i])
+
+
+def test_same_inputs_same_bytes_and_seeds_matter():
+    wl = _workload(n=60)
+    s = FleetSettings(replicas=4, router="power_of_two", seed=5)
+    a, b = simulate_fleet(wl, s, cost=MS), simulate_fleet(wl, s, cost=MS)
+    assert a.to_bytes() == b.to_bytes()
+    other = simulate_fleet(wl, FleetSettings(replicas=4, router="power_of_two", seed=6), cost=MS)
+    assert other.routes["replica"].tolist() != a.routes["replica"].tolist()
+
+
+def test_save_and_load_round_trip(tmp_path):
+    f = simulate_fleet(_workload(n=30), FleetSettings(replicas=2, router="cache_aware"), cost=MS)
+    p = tmp_path / "f.fleet"
+    f.save(str(p))
+    g = FleetTrace.load(str(p))
+    assert g.to_bytes() == f.to_bytes()
+    assert g.routes["scores"].iloc[0] != ""   # every scorer's score is kept
+    assert fleet_summary(g)["metrics"]["requests"] == 30
+
+
+@pytest.mark.parametrize("data, says", [
+    (b"\x00\x01binary", "not a fleet trace file"),
+    (b'{"format": "scheduler-lab-trace", "version": 1}', "format"),
+    (b'{"format": "scheduler-lab-fleet", "version": 99, "meta": {}, "replicas": [], "routes": {}}', "version"),
+    (b'{"format": "scheduler-lab-fleet", "version": 1, "meta": {}, "replicas": [], "routes": {}}', "1 to 1,024"),
+])
+def test_bad_fleet_files_say_one_sentence(data, says):
+    with pytest.raises(ValueError, match=says) as e:
+        FleetTrace.from_bytes(data)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 250
+
+
+def test_routing_table_out_of_range_replica_is_refused():
+    f = simulate_fleet(_workload(n=10), FleetSettings(replicas=2), cost=MS)
+    doc = json.loads(__import__("gzip").decompress(f.to_bytes()))
+    col = doc["routes"]["columns"].index("replica")
+    doc["routes"]["data"][col][0] = 7
+    with pytest.raises(ValueError, match="routing table"):
+        FleetTrace.from_bytes(json.dumps(doc).encode())
+
+
+def test_response_tail_delays_the_release():
+    wl = _workload(n=30)
+    f = simulate_fleet(wl, FleetSettings(replicas=2, response_tail=25.0), cost=MS)
+    fin = {rid: t for tr in f.replicas for rid, t in zip(tr.requests["request"], tr.requests["finish_time"])}
+    rel = dict(zip(f.routes["request"], f.routes["released"]))
+    assert all(math.isclose(rel[r], fin[r] + 25.0) for r in fin)
+
+
+def test_in_flight_counts_are_what_least_loaded_compares():
+    """With a long tail every request stays in flight: least_loaded on in-flight counts then
+    alternates exactly (a count each, ties to the first)."""
+    wl = _workload(n=20, gap=1.0)
+    f = simulate_fleet(wl, FleetSettings(replicas=2, router="least_loaded", response_tail=1e9), cost=MS)
+    assert f.routes["replica"].tolist() == [i % 2 for i in range(20)]
+
+
+def test_stale_signals_herd():
+    """A KV-use router refreshed every second sends every arrival in between to the replica
+    that looked emptiest; refreshed at every decision it spreads them."""
+    wl = _workload(n=80, gap=5.0, blocks=400)
+    stale = simulate_fleet(wl, FleetSettings(replicas=4, router="least_loaded", router_config={"signal": "kv_usage"},
+                                             refresh_interval=1000.0), cost=MS)
+    exact = simulate_fleet(wl, FleetSettings(replicas=4, router="least_loaded", router_config={"signal": "kv_usage"}),
+                           cost=MS)
+    r = stale.routes
+    window = np.floor(r["arrival"].to_numpy() / 1000.0)
+    per_window = r.groupby(window)["replica"].nunique()
+    assert (per_window == 1).all()                      # one replica per refresh window
+    assert exact.routes.groupby(window)["replica"].nunique().max() > 1
+
+
+def test_router_latency_moves_the_arrival_at_the_replica():
+    f = simulate_fleet(_workload(n=10), FleetSettings(replicas=2, router_latency=3.5), cost=MS)
+    for tr in f.replicas:
+        arr = dict(zip(tr.requests["request"], tr.requests["arrival_time"]))
+        for rid, a in arr.items():
+            assert a == pytest.approx(float(rid[1:]) * 9.0 + 3.5)
+
+
+def test_replicas_may_differ():
+    wl = _workload(n=20)
+    s = FleetSettings(replicas=2, replica_configs=[{}, {"num_gpu_blocks": 300, "max_num_seqs": 4}])
+    f = simulate_fleet(wl, s, cost=MS)
+    assert f.replicas[0].meta["config"]["num_gpu_blocks"] == 120
+    assert f.replicas[1].meta["config"]["max_num_seqs"] == 4
+    with pytest.raises(ValueError, match="replica 1"):
+        simulate_fleet(wl, FleetSettings(replicas=2, replica_configs=[{}, {"policy": "nope"}]), cost=MS)
+    with pytest.raises(ValueError, match="list of 2"):
+        simulate_fleet(wl, FleetSettings(replicas=2, replica_configs=[{}]), cost=MS)
+
+
+@pytest.mark.parametrize("kw, says", [({"replicas": 0}, "1 to 1,024"), ({"replicas": 10_000}, "1 to 1,024"),
+                                      ({"refresh_interval": float("nan")}, "finite"),
+                                      ({"response_tail": -1.0}, "0 or more")])
+def test_bad_settings(kw, says):
+    with pytest.raises(ValueError, match=says):
+        simulate_fleet(_workload(n=3), FleetSettings(**kw), cost=MS)
+
+
+def test_rejected_requests_leave_the_router_at_once():
+    wl = _workload(n=40, gap=0.5, max_queued_requests=2)
+    f = simulate_fleet(wl, FleetSettings(replicas=2), cost=MS)
+    rej = [rid for tr in f.replicas for rid, x in zip(tr.requests["request"], tr.requests["rejected"]) if x]
+    assert rej
+    r = f.routes.set_index("request")
+    assert (r.loc[rej, "released"] <= r.loc[rej, "reached"] + 1e-9 + 50).all()
+    assert fleet_summary(f)["metrics"]["rejected"] == len(rej)
+
+
+def test_step_driven_workload_gets_a_clock():
+    reqs = [Request(id=f"s{i}", prompt_len=32, max_tokens=4, arrival_step=i) for i in range(6)]
+    f = simulate_fleet(Workload(reqs, {}), FleetSettings(replicas=2))
+    assert f.meta["clock"].startswith("arrival_step")
+    assert f.routes["arrival"].tolist() == sorted(f.routes["arrival"].tolist())
+    assert fleet_summary(f)["metrics"]["finished"] == 6
+
+
+def test_fleet_metrics_add_up():
+    f = simulate_fleet(_workload(n=90), FleetSettings(replicas=3, router="round_robin"), cost=MS)
+    out = fleet_summary(f)
+    m, per = out["metrics"], out["per_replica"]
+    assert m["requests"] == sum(p["requests"] for p in per) == 90
+    assert m["cached_prompt_tokens"] == sum(p["cached_prompt_tokens"] for p in per)
+    assert m["output_tokens"] == sum(p["output_tokens"] for p in per)
+    busy = [busy_time(t) for t in f.replicas]
+    assert m["load_imbalance"] == pytest.approx(max(busy) / np.mean(busy))
+    prompt = sum(int(t.requests["prompt_len"].sum()) for t in f.replicas)
+    assert m["prefix_hit_rate"] == pytest.approx(m["cached_prompt_tokens"] / prompt)
+    e2e = np.concatenate([(t.requests["finish_time"] - t.requests["arrival_time"]).to_numpy() for t in f.replicas])
+    assert m["e2e_mean"] == pytest.approx(e2e.mean())
+
+
+def test_digest_gives_the_same_metrics():
+    wl = _workload(n=60)
+    s = FleetSettings(replicas=3, router="cache_aware")
+    full = fleet_summary(simulate_fleet(wl, s, cost=MS))["metrics"]
+    dig = fleet_summary(simulate_fleet(wl, s, cost=MS, digest=True))["metrics"]
+    for k, v in full.items():
+        if isinstance(v, str):
+            assert dig[k] == v, k
+        elif isinstance(v, float) and math.isnan(v):
+            assert math.isnan(dig[k]), k
+        else:
+            assert dig[k] == pytest.approx(v, rel=1e-9), k
+
+
+def test_cache_aware_keeps_groups_together_and_hits_more():
+    sc = FLEET_SCENARIOS["chat"]
+    wl = sc.workload()
+    aware = simulate_fleet(wl, sc.a, cost=MS, digest=True)
+    rr = simulate_fleet(wl, sc.b, cost=MS, digest=True)
+    groups = prefix_groups(wl.requests)
+    spread_aware = (group_placement(aware, groups) > 0).sum(axis=1).mean()
+    spread_rr = (group_placement(rr, groups) > 0).sum(axis=1).mean()
+    assert spread_aware < 1.5 < 3.5 < spread_rr
+    assert fleet_summary(aware)["metrics"]["prefix_hit_rate"] > fleet_summary(rr)["metrics"]["prefix_hit_rate"] + 0.1
+
+
+def test_exports():
+    f = simulate_fleet(_workload(n=12), FleetSettings(replicas=3), cost=MS)
+    doc = fleet_chrome_trace(f)
+    pids = {e["pid"] for e in doc["traceEvents"]}
+    assert pids == {1, 2, 3, 4}   # the router and three replicas
+    names = [e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"]
+    assert names[0] == "router" and len(names) == 4
+    csv = routes_csv(f).decode().splitlines()
+    assert csv[0].startswith("request,tenant,prompt_len,arrival,replica,reason")
+    assert len(csv) == 13
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "sim", "fleet", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_json(tmp_path):
+    wl = _workload(n=25)
+    p = tmp_path / "w.json"
+    p.write_text(wl.dumps())
+    r = _cli(str(p), "--replicas", "3", "--router", "round_robin", "--json", "-o", str(tmp_path / "f.trace"))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["routes"][:4] == [{"id": "r0", "replica": 0}, {"id": "r1", "replica": 1}, {"id": "r2", "replica": 2},
+                                 {"id": "r3", "replica": 0}]
+    assert out["metrics"]["requests"] == 25 and len(out["per_replica"]) == 3
+    assert out["metrics"]["cached_prompt_tokens"] == sum(p["cached_prompt_tokens"] for p in out["per_replica"])
+    assert FleetTrace.load(str(tmp_path / "f.trace")).num_replicas == 3
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--replicas", "0"], "1 to 1,024"), (["--replicas", "10000"], "1 to 1,024"),
+    (["--router", "nope"], "unknown router"),
+    (["--router", "cache_aware", "--router-config", '{"bogus": 1}'], "no setting 'bogus'"),
+    (["--router", "weighted", "--router-config", '{"queue_weight": NaN}'], "finite number"),
+    (["--recordings", "/nonexistent/rec.jsonl"], "rec.jsonl"),
+])
+def test_cli_refusals_are_one_line(tmp_path, args, says):
+    p = tmp_path / "w.json"
+    p.write_text(_workload(n=3).dumps())
+    first = [] if "--recordings" in args else [str(p)]
+    r = _cli(*first, *args)
+    assert r.returncode != 0
+    assert says in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
