@@ -132,8 +132,8 @@ def timed_requests(workload: Workload, cost) -> tuple[list, str]:
 class RoutingLoop:
     """Routes requests in arrival order over replica backends (simulated or recorded) and
     records every decision. A backend has: index, view (a ReplicaView), next_start, advance(t),
-    signals(), finished (a list it appends (request id, end time) to), cached_blocks(hashes),
-    dispatch(req)."""
+    signals(), finished and first_tokens (lists it appends (request id, time) to: responses
+    ended, first tokens sampled), cached_blocks(hashes), dispatch(req)."""
 
     def __init__(self, backends: list, settings: FleetSettings, router):
         self.backends = backends
@@ -147,6 +147,8 @@ class RoutingLoop:
         self.prompts = _Prompts()
         self.ctx = RouterContext(0.0, [b.view for b in backends], self._cached_blocks, self.prompts.token_ids,
                                  self.prompts.text)
+        self.ctx.block_hashes = self.prompts.chain   # a router hashing blocks as the replicas do reuses these
+        self.firsts: list[tuple[float, int, int, str]] = []   # first tokens due at the router: the heap
         self.by_id: dict[str, object] = {}
         self.next_start = [math.inf] * len(backends)
         self.wake: list[tuple[float, int]] = []
@@ -189,8 +191,14 @@ class RoutingLoop:
             self._collect(i)
 
     def _collect(self, i: int) -> None:
-        """Backend i's finished responses, due to leave the in-flight count a tail later."""
+        """Backend i's finished responses, due to leave the in-flight count a tail later, and
+        its first tokens (a router that counts prefill work, Dynamo's, stops counting it then)."""
         b = self.backends[i]
+        if b.first_tokens:
+            for rid, end in b.first_tokens:
+                heapq.heappush(self.firsts, (end, self.release_seq, i, rid))
+                self.release_seq += 1
+            b.first_tokens.clear()
         if b.finished:
             for rid, end in b.finished:
                 heapq.heappush(self.releases, (end + self.s.response_tail, self.release_seq, i, rid))
@@ -198,6 +206,10 @@ class RoutingLoop:
             b.finished.clear()
 
     def _release_until(self, t: float) -> None:
+        firsts = self.firsts
+        while firsts and firsts[0][0] <= t:
+            when, _, i, rid = heapq.heappop(firsts)
+            self.router.prefill_done(self.by_id[rid], i, when)
         rel = self.releases
         while rel and rel[0][0] <= t:
             when, _, i, rid = heapq.heappop(rel)

@@ -58,6 +58,7 @@ class RecordedBackend:
         self.used = np.where(np.isnan(fas), 0, usable - np.nan_to_num(fas)).astype(np.int64)
         r = t.requests
         self.finish_of = dict(zip(r["request"].astype(str), r["finish_time"].to_numpy(dtype=float)))
+        self.first_of = dict(zip(r["request"].astype(str), r["first_token_time"].to_numpy(dtype=float)))
         started = r["first_scheduled_time"].to_numpy(dtype=float)
         order = np.argsort(np.where(np.isnan(started), np.inf, started), kind="stable")
         self.started_ids = [str(r["request"].iloc[k]) for k in order]
@@ -67,6 +68,7 @@ class RecordedBackend:
         self.started_ptr = 0
         self.ptr = -1
         self.finished: list[tuple[str, float]] = []
+        self.first_tokens: list[tuple[str, float]] = []
         self.view = ReplicaView(index, 0, 0, 0, 0.0, 0, usable, self.block_size)
 
     @property
@@ -97,6 +99,9 @@ class RecordedBackend:
         return n
 
     def dispatch(self, req) -> None:
+        first = self.first_of.get(req.id, math.nan)
+        if not math.isnan(first):
+            self.first_tokens.append((req.id, first))
         end = self.finish_of.get(req.id, math.nan)
         if not math.isnan(end):
             self.finished.append((req.id, end))

@@ -48,6 +48,8 @@ class SimReplica:
         self.pending: deque = deque()   # requests dispatched here, not yet joined a step (arrival order)
         self.requests: list = []        # every request dispatched here, in dispatch order
         self.finished: list[tuple[str, float]] = []
+        self.first_tokens: list[tuple[str, float]] = []   # (request id, end of the step that sampled its first token)
+        self._first_seen: set[str] = set()
         self.n_done = 0   # dispatched requests finished or turned away
         self.step = 0
         self.clock = 0.0
@@ -126,6 +128,10 @@ class SimReplica:
             self.used_blocks = self.usable_blocks - plan.free_after_schedule
             finished = sched.update(plan)
             end = clock + dt
+            for e in plan.entries:
+                if e.kind != "decode" and e.sampled and e.seq.id not in self._first_seen:
+                    self._first_seen.add(e.seq.id)
+                    self.first_tokens.append((e.seq.id, end))
             self.n_done += len(finished)
             for seq in finished:
                 self.finished.append((seq.id, end))

@@ -1,0 +1,243 @@
+"""llm-d / Gateway API Inference Extension (GIE) routers: scorers with weights, a max-score picker.
+
+Sources read:
+- llm-d/llm-d-inference-scheduler `pkg/plugins/scorer/precise_prefix_cache.go` and `utils.go`
+  (indexedScoresToNormalizedScoredPods) with llm-d/llm-d-kv-cache-manager
+  `pkg/kvcache/kvblock_scorer.go` (LongestPrefixScorer): a pod's raw score is how many leading
+  blocks of the prompt its KV cache holds (from vLLM's KV events), listed only for pods that hold
+  block 0; normalised over the listed pods as (s - min) / (max - min), 1.0 for all of them when
+  min == max; a pod not listed scores 0.
+- kubernetes-sigs/gateway-api-inference-extension `pkg/epp/scheduling/framework/plugins/`:
+  `scorer/queue.go` (waiting queue, min-max: (max - q) / (max - min), 1.0 when all equal),
+  `scorer/kvcache_utilization.go` (1 - KV use), `multi/prefix/plugin.go` and `indexer.go`
+  (the approximate prefix scorer, below), `picker/max_score_picker.go` (shuffle, then a stable
+  sort by score: the highest wins, a tie is broken at random).
+- the default profile, GIE `config/charts/inferencepool/templates/epp-config.yaml`:
+  queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3 (also llm-d's
+  inference-scheduling guide); the scheduler sums weight x score per pod.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from operator import attrgetter
+
+from ..routing import Decision, Router, register_router
+
+NAN = float("nan")
+_WAITING = attrgetter("waiting")
+_KV = attrgetter("kv_usage")
+_IN_FLIGHT = attrgetter("in_flight")
+
+
+def normalized_precise(blocks: list) -> list:
+    """llm-d's precise prefix score per replica from the raw leading-block counts."""
+    listed = [b for b in blocks if b > 0]
+    if not listed:
+        return [0.0] * len(blocks)
+    lo, hi = min(listed), max(listed)
+    if lo == hi:
+        return [1.0 if b > 0 else 0.0 for b in blocks]
+    span = float(hi - lo)
+    return [(b - lo) / span if b > 0 else 0.0 for b in blocks]
+
+
+@register_router("precise_prefix")
+class PrecisePrefix(Router):
+    """llm-d's precise prefix-cache scorer alone: the replica whose real prefix cache holds the
+    most leading blocks of the prompt (ctx.cached_blocks). A tie (several with the most, or none
+    holding any) goes, with `tie_break` "in_flight" (the default), to the lowest in-flight count
+    and then the first in worker order; with "random", to a seeded draw among them, as llm-d's
+    max-score picker does. Scores: "cached_blocks" (raw), "prefix" (llm-d's normalised score;
+    picking its maximum is picking the raw maximum), "in_flight". Reasons: "most_cached" (one
+    replica has the most), "tie_in_flight", "tie_random", "no_cache_hit" (no replica holds
+    block 0; then the tie rule picks among all)."""
+
+    defaults = {"tie_break": "in_flight"}
+
+    @classmethod
+    def validate(cls, config):
+        if config["tie_break"] not in ("in_flight", "random"):
+            raise ValueError(f"router precise_prefix setting tie_break must be in_flight or random, "
+                             f"not {config['tie_break']!r}")
+
+    def __init__(self, num_replicas, config=None, seed=0):
+        super().__init__(num_replicas, config, seed)
+        self.everyone = tuple(range(self.n))
+        self.random_ties = self.config["tie_break"] == "random"
+
+    def route(self, request, ctx):
+        n = self.n
+        cached = ctx.cached_blocks
+        blocks = [cached(i, request) for i in range(n)]
+        loads = list(map(float, map(_IN_FLIGHT, ctx.replicas)))
+        best = max(blocks)
+        tied = [i for i in range(n) if blocks[i] == best]
+        if len(tied) == 1:
+            pick, reason = tied[0], "most_cached"
+        elif self.random_ties:
+            pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
+        else:
+            pick, reason = min(tied, key=lambda i: (loads[i], i)), "tie_in_flight"
+        if best == 0:
+            reason = "no_cache_hit"
+        scores = {"cached_blocks": [float(b) for b in blocks], "prefix": normalized_precise(blocks),
+                  "in_flight": loads}
+        return Decision(pick, reason, self.everyone, scores, {"cached_blocks": best, "tied": tuple(tied)})
+
+
+class PrefixIndex:
+    """GIE's approximate prefix index (`multi/prefix/indexer.go`): per server an LRU of block
+    hashes of what was routed to it (capacity `lru_capacity` entries; adding a hash it holds
+    makes it the most recent), and hash -> servers."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.lru: dict[int, OrderedDict] = {}
+        self.servers: dict = {}
+
+    def add(self, hashes, server: int) -> None:
+        lru = self.lru.get(server)
+        if lru is None:
+            lru = self.lru[server] = OrderedDict()
+        servers = self.servers
+        cap = self.capacity
+        for h in hashes:
+            if h in lru:
+                lru.move_to_end(h)
+            else:
+                lru[h] = None
+                if len(lru) > cap:
+                    old, _ = lru.popitem(last=False)
+                    s = servers.get(old)
+                    if s is not None:
+                        s.discard(server)
+                        if not s:
+                            del servers[old]
+        for h in hashes:
+            s = servers.get(h)
+            if s is None:
+                servers[h] = {server}
+            else:
+                s.add(server)
+
+    def match(self, hashes, n: int) -> list:
+        """matchLongestPrefix: walk the hashes while some server holds one; each server holding
+        a hash on the way gets one more (the source's count, not checked for gaps)."""
+        out = [0] * n
+        servers = self.servers
+        for h in hashes:
+            s = servers.get(h)
+            if not s:
+                break
+            for i in s:
+                if i < n:
+                    out[i] += 1
+        return out
+
+
+@register_router("weighted")
+class Weighted(Router):
+    """llm-d's / GIE's default scheduling profile: total = queue_weight x queue score + kv_weight
+    x KV score + prefix_weight x prefix score per replica, the highest total wins, a tie is drawn
+    with the seeded rng (GIE's max-score picker shuffles before a stable sort).
+    - queue: engine-reported waiting, (max - w) / (max - min), 1.0 when all equal.
+    - kv: 1 - engine-reported kv_usage.
+    - prefix "approximate" (GIE `multi/prefix/plugin.go`): the prompt text's bytes (ctx.prompt_text)
+      cut into `hash_block_size`-byte blocks (a shorter tail is dropped; a prompt shorter than one
+      block has no blocks), at most `max_prefix_blocks`, chain-hashed after a first hash of the
+      model name; score = blocks matched / blocks (model hash included); the prompt's hashes are
+      added for the replica it went to (`dispatched`), LRU of `lru_capacity_per_server` each.
+      (The chain hash is Python's hash of (block bytes, previous hash): only equality is used,
+      so a run does not depend on the per-process hash seed.)
+      prefix "precise": llm-d's precise scorer, normalised (see normalized_precise).
+    Scores: "queue", "kv", "prefix" and "total"; reason "max_score" or "tie_random"."""
+
+    defaults = {"queue_weight": 2.0, "kv_weight": 2.0, "prefix_weight": 3.0, "prefix": "approximate",
+                "hash_block_size": 64, "max_prefix_blocks": 256, "lru_capacity_per_server": 31250,
+                "model": "m"}
+
+    @classmethod
+    def validate(cls, config):
+        if config["prefix"] not in ("approximate", "precise"):
+            raise ValueError(f"router weighted setting prefix must be approximate or precise, "
+                             f"not {config['prefix']!r}")
+        if not any(config[k] > 0 for k in ("queue_weight", "kv_weight", "prefix_weight")):
+            raise ValueError("router weighted needs at least one of queue_weight, kv_weight, prefix_weight above 0")
+        for k in ("hash_block_size", "max_prefix_blocks", "lru_capacity_per_server"):
+            if config[k] < 1:
+                raise ValueError(f"router weighted setting {k} must be 1 or more, not {config[k]!r}")
+
+    def __init__(self, num_replicas, config=None, seed=0):
+        super().__init__(num_replicas, config, seed)
+        c = self.config
+        self.wq, self.wk, self.wp = float(c["queue_weight"]), float(c["kv_weight"]), float(c["prefix_weight"])
+        self.precise = c["prefix"] == "precise"
+        self.block = int(c["hash_block_size"])
+        self.max_blocks = int(c["max_prefix_blocks"])
+        self.index = PrefixIndex(int(c["lru_capacity_per_server"]))
+        self.model_hash = hash(("model", c["model"]))
+        self._pending = (None, None)
+        self.everyone = tuple(range(self.n))
+
+    def hashes(self, request, ctx) -> list:
+        data = ctx.prompt_text(request).encode()
+        b = self.block
+        if len(data) < b:
+            return []
+        data = data[:b * self.max_blocks]
+        h = self.model_hash
+        out = [h]
+        for i in range(0, len(data) - b + 1, b):
+            h = hash((data[i:i + b], h))
+            out.append(h)
+        return out
+
+    def route(self, request, ctx):
+        n = self.n
+        reps = ctx.replicas
+        waiting = list(map(_WAITING, reps))
+        lo, hi = min(waiting), max(waiting)
+        if hi == lo:
+            queue = [1.0] * n
+        else:
+            span = float(hi - lo)
+            queue = [(hi - w) / span for w in waiting]
+        kv = [1.0 - u for u in map(_KV, reps)]
+        if self.precise:
+            cached = ctx.cached_blocks
+            prefix = normalized_precise([cached(i, request) for i in range(n)])
+            detail = {}
+        elif self.wp > 0:
+            hashes = self.hashes(request, ctx)
+            self._pending = (request.id, hashes)
+            total_blocks = len(hashes)
+            m = self.index.match(hashes, n)
+            prefix = [x / total_blocks for x in m] if total_blocks else [0.0] * n
+            detail = {"prefix_blocks": total_blocks}
+        else:
+            prefix = [NAN] * n
+            detail = {}
+        wq, wk, wp = self.wq, self.wk, self.wp
+        if wp > 0:
+            total = [wq * q + wk * k + wp * p for q, k, p in zip(queue, kv, prefix)]
+        else:
+            total = [wq * q + wk * k for q, k in zip(queue, kv)]
+        best = max(total)
+        tied = [i for i in range(n) if total[i] == best]
+        if len(tied) == 1:
+            pick, reason = tied[0], "max_score"
+        else:
+            pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
+        detail["tied"] = tuple(tied)
+        scores = {"queue": queue, "kv": kv, "prefix": prefix, "total": total}
+        return Decision(pick, reason, self.everyone, scores, detail)
+
+    def dispatched(self, request, replica, ctx):
+        if self.precise or self.wp <= 0:
+            return
+        rid, hashes = self._pending
+        if rid != request.id:
+            hashes = self.hashes(request, ctx)
+        self._pending = (None, None)
+        if hashes:
+            self.index.add(hashes, replica)
