@@ -31,6 +31,9 @@ def add_parser(sub) -> None:
     p.add_argument("--latency-ms", type=float, default=0.0, help="router -> replica delay")
     p.add_argument("--seed", type=int, default=0, help="the router's seed (random, power_of_two, ties)")
     p.add_argument("--cost", help=f"step cost model preset (default {DEFAULT_COST}, a roofline in ms)")
+    p.add_argument("--calibrate", nargs="+", metavar="REC",
+                   help="vLLM recordings to fit the step cost model on (one per replica, or one for all) and, "
+                        "unless --tail-ms is given, the response tail")
     p.add_argument("--timing", choices=("recorded", "simulated"), default="recorded",
                    help="with --recordings: the router's signals from the recordings' own times, or all predicted")
     p.add_argument("--tokenizer", help="with --recordings: a tokenizer.json whose vocabulary turns prompt ids "
@@ -134,13 +137,21 @@ def _cmd_workload(args) -> int:
     wl = _load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
     overrides = _config_overrides(args.config, wl)
     slo = _slo(args)
+    costs = None
+    if args.calibrate:
+        if args.cost:
+            raise SystemExit("give --cost or --calibrate, not both")
+        costs, tail = _calibrated(args.calibrate, s.replicas)
+        if args.tail_ms is None:
+            s.response_tail = tail
     try:
-        cost = cost_from_preset(args.cost or (getattr(wl, "source", None) or {}).get("cost") or DEFAULT_COST)
+        cost = None if costs else cost_from_preset(args.cost or (getattr(wl, "source", None) or {}).get("cost")
+                                                   or DEFAULT_COST)
     except ValueError as e:
         raise SystemExit(str(e))
     wants_trace = bool(args.out or args.chrome)
     try:
-        fleet = simulate_fleet(wl, s, overrides, cost=cost, digest=not wants_trace)
+        fleet = simulate_fleet(wl, s, overrides, cost=cost, costs=costs, digest=not wants_trace)
     except (ValueError, RuntimeError) as e:
         raise SystemExit(str(e))
     _write_outputs(fleet, args)
@@ -153,6 +164,23 @@ def _cmd_workload(args) -> int:
     else:
         _text_summary(out)
     return 0
+
+
+def _calibrated(paths: list[str], replicas: int) -> tuple[list, float]:
+    """Cost models fitted on vLLM recordings (one per replica, or the one for all) and the
+    response tail fitted on them."""
+    from servers.vllm.fleet import read_fleet   # a source: only the CLI may import one, lazily
+    from servers.vllm.fleet_replay import recorded_replicas, response_tail_ms
+    if len(paths) not in (1, replicas):
+        raise SystemExit(f"--calibrate takes one recording, or one per replica ({replicas}), not {len(paths)}")
+    try:
+        real = read_fleet(paths)
+        fitted = [r.cost for r in recorded_replicas(real, with_costs=True)]
+    except OSError as e:
+        raise SystemExit(f"cannot read a recording: {e.strerror or e}")
+    except ValueError as e:
+        raise SystemExit(f"--calibrate: {e}")
+    return (fitted * replicas if len(fitted) == 1 else fitted), response_tail_ms(real)
 
 
 def _cmd_recordings(args) -> int:
