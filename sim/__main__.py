@@ -252,6 +252,20 @@ def cmd_vllm(args) -> int:
     return 0
 
 
+def _real_fleet():
+    from types import SimpleNamespace
+
+    from servers.vllm.fleet import load_vocab, read_fleet   # a source: only the CLI may import one, lazily
+    from servers.vllm.fleet_replay import recorded_replicas, response_tail_ms
+    return SimpleNamespace(read_fleet=read_fleet, load_vocab=load_vocab, recorded_replicas=recorded_replicas,
+                           response_tail_ms=response_tail_ms)
+
+
+def cmd_fleet(args) -> int:
+    from .fleet.cli import Sources, cmd_fleet as run
+    return run(args, Sources(_load_workload, _config_overrides, _real_fleet))
+
+
 def _cost_presets():
     from .cost import COST_PRESETS
     return COST_PRESETS
@@ -261,7 +275,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab core")
     sub = ap.add_subparsers(dest="cmd", required=True)
     from .fleet.cli import add_parser as add_fleet_parser
-    add_fleet_parser(sub)
+    add_fleet_parser(sub, cmd_fleet)
     p = sub.add_parser("trace", help="write the oracle-format per-step JSONL for a workload")
     p.add_argument("workload")
     p.add_argument("-o", "--out", help="output JSONL (default stdout)")

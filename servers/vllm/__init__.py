@@ -5,6 +5,9 @@
 - format.py:    the recording's format name and version;
 - recording.py: a recording as the standard Trace, as a workload, as the oracle's step lines;
 - compare.py:   the simulator held to a recording: its decisions, its predicted times;
+- fleet.py:     a real fleet's recordings (one per replica behind a router) on one clock;
+- fleet_launch.py: a real fleet run here (recorded replicas, vllm-router / sglang-router, a
+                seeded shared-prefix client), for the fleet tests and their fixtures;
 - load.py, launch.py, workloads.py, tiny_model.py, make_venv.sh: what the tests and benchmarks
                 use to run a real vLLM server here (a tiny random Llama, open-loop HTTP load).
 

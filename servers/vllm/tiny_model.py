@@ -6,6 +6,12 @@
 Nothing is downloaded: the weights come from a seed, the tokenizer is trained on a made-up word
 list. Requests send prompts as token ids with `ignore_eos`, so each makes exactly max_tokens
 tokens whatever the weights are. Run it with vLLM's venv (transformers, tokenizers, torch).
+
+The tokenizer is word-level on whitespace: word `w<k>` is token id k + 3 (0-2 are <unk>, <s>,
+</s>) and nothing is added around a prompt, so a text prompt of vocabulary words joined by
+single spaces is exactly one token per word, and `text(ids)` is the text whose tokens are
+`ids`: what a router that matches on the prompt's text (sglang-router) sees of a request
+that a recording holds only as token ids.
 """
 from __future__ import annotations
 
@@ -13,6 +19,19 @@ import argparse
 from pathlib import Path
 
 VOCAB = 4096
+SPECIAL = ("<unk>", "<s>", "</s>")
+
+
+def word(token_id: int) -> str:
+    """The tiny model's word for a token id (an id outside the vocabulary: ValueError)."""
+    if not 0 <= token_id < VOCAB:
+        raise ValueError(f"token id {token_id} is outside the tiny model's vocabulary (0-{VOCAB - 1})")
+    return SPECIAL[token_id] if token_id < len(SPECIAL) else f"w{token_id - len(SPECIAL)}"
+
+
+def text(ids) -> str:
+    """The prompt text that the tiny model's tokenizer turns into exactly `ids`."""
+    return " ".join(word(int(i)) for i in ids)
 
 
 def make(out: Path, layers: int = 2, width: int = 256, seed: int = 0, max_len: int = 4096) -> Path:
@@ -21,7 +40,7 @@ def make(out: Path, layers: int = 2, width: int = 256, seed: int = 0, max_len: i
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     out.mkdir(parents=True, exist_ok=True)
-    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(VOCAB - 3)]
+    words = [word(i) for i in range(VOCAB)]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")

@@ -81,3 +81,22 @@ SCENARIOS = {
     "priority": ({"num-gpu-blocks-override": 40, "no-enable-prefix-caching": True, "scheduling-policy": "priority"},
                  lambda: [priorities()], {}),
 }
+
+
+def fleet_prefixes(seed: int = 7001, n: int = 48, gap_s: float = 0.25, groups: int = 3, share: float = 0.6,
+                   output=(8, 48), prefix: str = "fleet") -> list[dict]:
+    """Open-loop traffic for a fleet behind a cache-aware router: `groups` shared prefixes (96,
+    128 or 160 tokens: a system prompt, a document), a share of the requests starting with one
+    (then 8-96 tokens of their own), the rest unrelated (24-240 tokens); exponential gaps of mean
+    gap_s. Each dict also says its `group` (-1: none), so a test can see where each group landed
+    and a router's affinity. At the defaults two replicas of 8 sequences are busy but never full."""
+    rng = random.Random(seed)
+    heads = [_prompt(rng, rng.choice((96, 128, 160))) for _ in range(groups)]
+    out, t = [], 0.0
+    for i in range(n):
+        t += rng.expovariate(1.0 / gap_s) * 1000.0
+        g = rng.randrange(groups) if groups and rng.random() < share else -1
+        tail = _prompt(rng, rng.randint(8, 96) if g >= 0 else rng.randint(24, 240))
+        out.append({"id": f"{prefix}-{i}", "prompt": (heads[g] if g >= 0 else []) + tail,
+                    "max_tokens": rng.randint(*output), "at_ms": t, "group": g})
+    return out

@@ -1,17 +1,29 @@
 """`python -m sim fleet`: a workload on a simulated fleet, or a real fleet's recordings under a
-router policy. Strict JSON with --json (NaN and infinities as null)."""
+router policy. Strict JSON with --json (NaN and infinities as null).
+
+The core never imports a source: sim/__main__.py hands this module what it needs of one (a
+`Sources`: the workload reader of `sim run` and, lazily, the vLLM fleet reader)."""
 from __future__ import annotations
 
-import argparse
 import math
 import sys
+from dataclasses import dataclass
+from typing import Callable
 
 from ..jsonout import dumps_strict
 
 DEFAULT_COST = "a100-8B-fp16"   # a fleet runs on a clock in ms: a roofline unless --cost says otherwise
 
 
-def add_parser(sub) -> None:
+@dataclass
+class Sources:
+    """What the command needs from above the core, given by sim/__main__.py."""
+    load_workload: Callable          # path, limit=, rate_scale= -> Workload (SystemExit on bad input)
+    config_overrides: Callable       # --config text, workload -> dict (SystemExit on bad input)
+    real_fleet: Callable             # () -> namespace: read_fleet, load_vocab, recorded_replicas, response_tail_ms
+
+
+def add_parser(sub, fn) -> None:
     p = sub.add_parser("fleet", help="a workload on N replicas behind a router, or a real fleet's recordings",
                        description="Simulate WORKLOAD on --replicas N behind --router POLICY, or read a real "
                                    "fleet (--recordings, one vLLM recording per replica in the router's worker "
@@ -45,7 +57,7 @@ def add_parser(sub) -> None:
     p.add_argument("--routes-csv", help="write the routing table as CSV")
     p.add_argument("--chrome", help="write a Chrome / Perfetto trace (a process per replica and a router track)")
     p.add_argument("--json", action="store_true", help="strict JSON on stdout")
-    p.set_defaults(fn=cmd_fleet)
+    p.set_defaults(fn=fn)
 
 
 def _json_arg(text, what, kind):
@@ -63,7 +75,7 @@ def _json_arg(text, what, kind):
 
 def _settings(args, replicas: int, router: str):
     from . import FleetSettings
-    from .routing import make_router
+    from .routers import make_router
     s = FleetSettings(replicas=replicas, router=router, router_config=_json_arg(args.router_config, "--router-config",
                                                                                   dict) or {},
                       seed=args.seed, refresh_interval=args.refresh_ms, response_tail=args.tail_ms or 0.0,
@@ -119,29 +131,28 @@ def _text_summary(out: dict) -> None:
                   f"({r['agreement']:.1%})")
 
 
-def cmd_fleet(args) -> int:
+def cmd_fleet(args, sources: Sources) -> int:
     if args.recordings:
         if args.workload:
             raise SystemExit("give a WORKLOAD or --recordings, not both")
-        return _cmd_recordings(args)
+        return _cmd_recordings(args, sources.real_fleet())
     if not args.workload:
         raise SystemExit("give a WORKLOAD (a workload JSON or public trace) or --recordings REC ...")
-    return _cmd_workload(args)
+    return _cmd_workload(args, sources)
 
 
-def _cmd_workload(args) -> int:
-    from ..__main__ import _config_overrides, _load_workload
+def _cmd_workload(args, sources: Sources) -> int:
     from ..cost import cost_from_preset
     from . import fleet_summary, simulate_fleet
     s = _settings(args, args.replicas, args.router or "round_robin")
-    wl = _load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
-    overrides = _config_overrides(args.config, wl)
+    wl = sources.load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
+    overrides = sources.config_overrides(args.config, wl)
     slo = _slo(args)
     costs = None
     if args.calibrate:
         if args.cost:
             raise SystemExit("give --cost or --calibrate, not both")
-        costs, tail = _calibrated(args.calibrate, s.replicas)
+        costs, tail = _calibrated(sources.real_fleet(), args.calibrate, s.replicas)
         if args.tail_ms is None:
             s.response_tail = tail
     try:
@@ -166,11 +177,10 @@ def _cmd_workload(args) -> int:
     return 0
 
 
-def _calibrated(paths: list[str], replicas: int) -> tuple[list, float]:
+def _calibrated(io, paths: list[str], replicas: int) -> tuple[list, float]:
     """Cost models fitted on vLLM recordings (one per replica, or the one for all) and the
     response tail fitted on them."""
-    from servers.vllm.fleet import read_fleet   # a source: only the CLI may import one, lazily
-    from servers.vllm.fleet_replay import recorded_replicas, response_tail_ms
+    read_fleet, recorded_replicas, response_tail_ms = io.read_fleet, io.recorded_replicas, io.response_tail_ms
     if len(paths) not in (1, replicas):
         raise SystemExit(f"--calibrate takes one recording, or one per replica ({replicas}), not {len(paths)}")
     try:
@@ -183,9 +193,9 @@ def _calibrated(paths: list[str], replicas: int) -> tuple[list, float]:
     return (fitted * replicas if len(fitted) == 1 else fitted), response_tail_ms(real)
 
 
-def _cmd_recordings(args) -> int:
-    from servers.vllm.fleet import load_vocab, read_fleet   # a source: only the CLI may import one, lazily
-    from servers.vllm.fleet_replay import recorded_replicas, response_tail_ms
+def _cmd_recordings(args, io) -> int:
+    load_vocab, read_fleet = io.load_vocab, io.read_fleet
+    recorded_replicas, response_tail_ms = io.recorded_replicas, io.response_tail_ms
     from . import fleet_summary
     from .recorded import agreement, recorded_fleet, replay
     try:

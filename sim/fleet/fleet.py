@@ -31,11 +31,11 @@ from ..cost import UnitsCost
 from ..simulate import max_model_len_for, resolve_config
 from ..workload import Workload
 from .replica import SimReplica
-from .routing import ReplicaView, RouterContext, make_router
+from .routes import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
+from .routers import make_router
+from .routing import ReplicaView, RouterContext
+from .trace import FleetTrace
 
-MAX_REPLICAS = 1024
-ROUTE_COLUMNS = ("request", "tenant", "prompt_len", "arrival", "replica", "reason", "candidates", "scores", "detail",
-                 "reached", "released")
 
 
 @dataclass
@@ -276,23 +276,6 @@ class RoutingLoop:
         return routes_frame(rows)
 
 
-def routes_frame(rows: dict) -> pd.DataFrame:
-    """The routing table, its columns typed (ids, reasons and score texts as str)."""
-    out = pd.DataFrame({
-        "request": np.asarray(rows["request"], dtype=object), "tenant": np.asarray(rows["tenant"], dtype=object),
-        "prompt_len": np.asarray(rows["prompt_len"], dtype=np.int64),
-        "arrival": np.asarray(rows["arrival"], dtype=np.float64),
-        "replica": np.asarray(rows["replica"], dtype=np.int64), "reason": np.asarray(rows["reason"], dtype=object),
-        "candidates": np.asarray(rows["candidates"], dtype=object),
-        "scores": np.asarray(rows["scores"], dtype=object), "detail": np.asarray(rows["detail"], dtype=object),
-        "reached": np.asarray(rows["reached"], dtype=np.float64),
-        "released": np.asarray(rows["released"], dtype=np.float64)})
-    for k in ("served", "predicted", "predicted_reason"):
-        if k in rows:
-            out[k] = np.asarray(rows[k], dtype=object if k == "predicted_reason" else np.int64)
-    return out
-
-
 def replica_configs(workload: Workload, settings: FleetSettings, config: dict | None):
     """Each replica's (SchedulerConfig, scheduler name, max_model_len): the workload's config,
     overridden by `config`, then by the replica's own overrides."""
@@ -314,7 +297,6 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
     (each replica's Trace, or Digest with `digest`, and the routing table). `cost`: every
     replica's step-time model; `costs`: one per replica instead (e.g. fitted on each replica's
     recording), all in one time unit."""
-    from .trace import FleetTrace
     s = (settings or FleetSettings()).check()
     cost = cost or (costs[0] if costs else None) or UnitsCost()
     if costs is not None and (len(costs) != s.replicas or len({c.time_unit for c in costs}) != 1):

@@ -27,7 +27,9 @@ import numpy as np
 from ..trace import Trace
 from ..workload import Workload
 from .fleet import FleetSettings, RoutingLoop, chain_hashes, simulate_fleet
-from .routing import ReplicaView, make_router
+from .routes import routes_frame
+from .routers import make_router
+from .routing import ReplicaView
 from .trace import FleetTrace
 
 TIMINGS = ("recorded", "simulated")
@@ -187,7 +189,6 @@ def recorded_fleet(replicas: list[RecordedReplica]) -> FleetTrace:
             "candidates": [""] * len(reqs), "scores": [""] * len(reqs), "detail": [""] * len(reqs),
             "reached": [float(q.arrival_time) for q in reqs], "released": [finish.get(q.id, math.nan) for q in reqs],
             "served": [served[q.id] for q in reqs]}
-    from .fleet import routes_frame
     traces = [rep.trace for rep in replicas]
     meta = {"source": "recorded", "time_unit": "ms", "names": [r.name for r in replicas], "timing": "recorded",
             "num_requests": len(reqs)}

@@ -7,7 +7,8 @@ makes them), plus the prefix-cache queries the precise scorers make. It returns 
 the pick, the rule that made it, the candidates and every scorer's score per replica, so that
 a page can say why each request went where.
 
-Adding a router = one class in sim/fleet/routers/ with @register_router("name").
+Adding a router = one class in sim/fleet/routers/ with @register_router("name"); make_router and
+router_names (sim/fleet/routers/__init__.py) see every registered one.
 """
 from __future__ import annotations
 
@@ -125,20 +126,6 @@ class Router:
         routers that count pending prefill work use it (kv_cost: Dynamo marks a request's
         prefill complete on its first token); a loop that never calls it leaves that work
         counted until `released`."""
-
-
-def make_router(name: str, num_replicas: int, config: dict | None = None, seed: int = 0) -> Router:
-    from . import routers  # noqa: F401  (each module registers its routers)
-    try:
-        cls = ROUTERS[name]
-    except KeyError:
-        raise ValueError(f"unknown router {name!r}; known: {', '.join(router_names())}") from None
-    return cls(num_replicas, config, seed)
-
-
-def router_names() -> list[str]:
-    from . import routers  # noqa: F401
-    return list(ROUTERS)
 
 
 def least_loaded(loads: list[float], among=None) -> int:

