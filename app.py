@@ -15,6 +15,7 @@ PAGES = {
         st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
                 default=True),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page("pages/fleet.py", title="Fleet", icon=":material/hub:", url_path="fleet"),
         st.Page("pages/choosing_settings.py", title="Choosing settings", icon=":material/tune:", url_path="choosing_settings"),
         st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
         st.Page("pages/vllm_server.py", title="vLLM server", icon=":material/dns:", url_path="vllm_server"),

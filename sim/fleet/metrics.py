@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..digest import Digest
-from ..metrics import digest_of, summary
+from ..metrics import digest_of, per_request, summary
 from ..trace import Trace
 
 STEP_COLUMNS_OF_REQUESTS = ("arrival_step", "first_scheduled_step", "first_token_step", "finish_step")
@@ -92,6 +92,7 @@ def replica_summaries(fleet, slo=None) -> list[dict]:
     out = []
     for i, t in enumerate(fleet.replicas):
         row = summary(t, slo=slo)
+        row.update(latency_stats(per_request(t)))
         row["replica"] = i
         row["busy_time"] = busy_time(t)
         row["prefix_hit_rate"] = prefix_hit_rate(t)
@@ -102,7 +103,9 @@ def replica_summaries(fleet, slo=None) -> list[dict]:
 def fleet_summary(fleet, slo=None) -> dict:
     """{"metrics": the fleet's row, "per_replica": one row per replica}."""
     per = replica_summaries(fleet, slo)
-    row = summary(fleet_digest(fleet), slo=slo)
+    dig = fleet_digest(fleet)
+    row = summary(dig, slo=slo)
+    row.update(latency_stats(per_request(dig)))
     for k in ("jain_index", "max_service_gap"):
         row.pop(k, None)
     row.update(_fleet_extras(fleet, per))
@@ -139,3 +142,40 @@ def prefix_groups(requests, tokens: int = 64) -> pd.Series:
     labels = labels[labels.notna()]
     counts = labels.value_counts()
     return labels[labels.map(counts) >= 2]
+
+
+def fleet_requests(fleet) -> pd.DataFrame:
+    """sim.metrics.per_request of every replica, one table, with the replica's index."""
+    parts = []
+    for i, t in enumerate(fleet.replicas):
+        p = per_request(t)
+        p.insert(1, "replica", i)
+        parts.append(p)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def latency_stats(pr: pd.DataFrame) -> dict:
+    """TTFT, TPOT (a request's mean gap between tokens after its first) and E2E, p50 and p99,
+    over the requests served (not rejected, finished)."""
+    done = pr[~pr["rejected"] & pr["e2e"].notna()] if len(pr) else pr
+    out = {}
+    for key, col in (("ttft", "ttft"), ("tpot", "itl_mean"), ("e2e", "e2e")):
+        v = done[col].dropna().to_numpy(dtype=float) if len(done) else np.array([])
+        for p in (50, 99):
+            out[f"{key}_p{p}"] = float(np.percentile(v, p)) if len(v) else math.nan
+    return out
+
+
+def request_changes(a, b) -> pd.DataFrame:
+    """Per request served in both fleets: TTFT and E2E under A and B and B - A (the table
+    figures.compare.change_figure draws), with the replica each went to on both sides."""
+    pa = fleet_requests(a).set_index("request")
+    pb = fleet_requests(b).set_index("request")
+    common = pa.index.intersection(pb.index)
+    d = pd.DataFrame({"tenant": pa.loc[common, "tenant"], "replica_A": pa.loc[common, "replica"],
+                      "replica_B": pb.loc[common, "replica"],
+                      "ttft_A": pa.loc[common, "ttft"], "ttft_B": pb.loc[common, "ttft"],
+                      "e2e_A": pa.loc[common, "e2e"], "e2e_B": pb.loc[common, "e2e"]})
+    d["ttft_change"] = d["ttft_B"] - d["ttft_A"]
+    d["e2e_change"] = d["e2e_B"] - d["e2e_A"]
+    return d.sort_values("e2e_change", kind="stable")

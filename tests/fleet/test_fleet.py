@@ -187,6 +187,10 @@ def test_fleet_metrics_add_up():
     assert m["prefix_hit_rate"] == pytest.approx(m["cached_prompt_tokens"] / prompt)
     e2e = np.concatenate([(t.requests["finish_time"] - t.requests["arrival_time"]).to_numpy() for t in f.replicas])
     assert m["e2e_mean"] == pytest.approx(e2e.mean())
+    assert m["e2e_p99"] == pytest.approx(np.percentile(e2e, 99))
+    e2e0 = (f.replicas[0].requests["finish_time"] - f.replicas[0].requests["arrival_time"]).to_numpy()
+    assert per[0]["e2e_p50"] == pytest.approx(np.median(e2e0))
+    assert m["tpot_p50"] > 0 and m["tpot_p99"] >= m["tpot_p50"]
 
 
 def test_digest_gives_the_same_metrics():
