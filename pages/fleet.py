@@ -10,6 +10,7 @@ a log is rendered as HTML: ids reach the page through tables, figures and escape
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 import streamlit as st
@@ -30,7 +31,7 @@ from ui import primer
 from ui.fleet_controls import MAX_MS, MAX_PAGE_REPLICAS, RouterSide, router_label, time_scrubber
 from ui.fleet_runs import (MAX_PAGE_REQUESTS, MAX_PROMPT_TOKENS, MAX_TOKEN_ROWS, fleet_agreement, fleet_key, fleet_numbers,
                            predicted_fleet, run_fleet)
-from ui.fleet_sources import FleetPicker, read_real
+from ui.fleet_sources import FleetPicker, read_fleet_file, read_real
 from ui.labels import fmt, plain
 from ui.state import PageSettings, Setting
 
@@ -351,7 +352,7 @@ def limits() -> None:
 SETTINGS.init(fill=PICKER.fill)
 with st.sidebar:
     PICKER.draw()
-    if not PICKER.is_real():
+    if not (PICKER.is_real() or PICKER.is_file()):
         st.header("Every replica")
         st.selectbox("Step cost", list(COST_PRESETS), key="keep_fleet_cost", format_func=lambda c: COST_PRESETS[c].label,
                      help="Every replica's step-time model: the fleet runs on one clock in ms.")
@@ -505,7 +506,30 @@ def real_fleet() -> None:
     show(fleets, keys, titles, prefix_groups(info["requests"]), routers, "real-fleet")
 
 
-if PICKER.is_real():
+def fleet_file() -> None:
+    """A saved fleet trace, shown as it was saved (nothing re-run)."""
+    up = PICKER.real[1]
+    if up is None:
+        st.info("Add a fleet trace file on the left: the download below a fleet, or `python -m sim fleet ... -o FILE`.",
+                icon=":material/upload_file:")
+        primer.stop()
+    data = up.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    info = read_fleet_file(digest, data)
+    if "error" in info:
+        st.error(f"This file cannot be opened as a fleet trace: {plain(info['error'])}", icon=":material/error:")
+        primer.stop()
+    fleet = info["fleet"]
+    router = (fleet.meta.get("settings") or {}).get("router") or "the router"
+    st.caption(f"A saved fleet trace: {fleet.num_replicas} replicas, {len(fleet.routes):,} requests, "
+               f"{plain(fleet.meta.get('source') or 'unknown source')}, routed by {plain(router)}.")
+    show({"a": fleet}, {"a": f"file:{digest}"}, {"a": f"the saved fleet ({router})"}, None, {"a": router},
+         "fleet-file")
+
+
+if PICKER.is_file():
+    fleet_file()
+elif PICKER.is_real():
     real_fleet()
 else:
     simulated_fleet()

@@ -274,3 +274,32 @@ def test_uploaded_recordings_in_worker_order_open_as_a_fleet():
     assert chart_specs(at)["fleet_lanes"]["layout"]["meta"]["names"] == ["w1", "w0"]   # the order given
     r = routes(at)
     assert len(r) == 50 and np.array_equal(np.sort(r["replica"].unique()), ["w0", "w1"])
+
+
+FILE = "A saved fleet trace file"
+
+
+def test_a_saved_fleet_trace_opens_as_it_was_saved():
+    from sim.cost import cost_from_preset
+    from sim.fleet import FleetSettings, simulate_fleet
+    from sim.fleet.scenarios import chat as chat_workload
+    fleet = simulate_fleet(chat_workload(n=60), FleetSettings(replicas=3, router="power_of_two", seed=4),
+                           cost=cost_from_preset("a100-8B-fp16"))
+    at = open_page("fleet.py", timeout=180, fleet_source=FILE)
+    assert not at.error and at.info   # asks for the file
+    at.file_uploader(key="fleet_fleet_file").upload("run.fleet", fleet.to_bytes(), "application/gzip")
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    r = routes(at)
+    assert len(r) == 60
+    assert set(r["rule"]) <= {"lower_load", "tie_first_drawn"} and "lower_load" in set(r["rule"])
+    assert chart_specs(at)["fleet_lanes"]["layout"]["meta"]["names"] == fleet.names
+
+
+@pytest.mark.parametrize("data, words", [(bytes(range(256)) * 8, ("not a fleet trace",)),
+                                         (b'{"format": "scheduler-lab-trace"}', ("not a fleet trace",))])
+def test_a_bad_fleet_trace_file_is_one_sentence(data, words):
+    at = open_page("fleet.py", timeout=180, fleet_source=FILE)
+    at.file_uploader(key="fleet_fleet_file").upload("bad.fleet", data, "application/octet-stream")
+    at.run()
+    assert_one_sentence(at, *words)

@@ -34,7 +34,9 @@ from .workloads import TRACE_LIMIT, UPLOAD_HELP, UPLOAD_TYPES, WorkloadPicker
 
 SCENARIO, UPLOAD = "Built-in fleet scenario", "Upload a workload JSON"
 REAL, REAL_UPLOAD = "A real fleet (bundled recordings)", "A real fleet (upload recordings)"
-SOURCES = (SCENARIO, UPLOAD, REAL, REAL_UPLOAD)
+FILE = "A saved fleet trace file"
+SOURCES = (SCENARIO, UPLOAD, REAL, REAL_UPLOAD, FILE)
+MAX_FLEET_FILE_BYTES = 512 << 20   # a saved fleet trace the page opens (its tables unzip to a few times that)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "fleet"
 MAX_RECORDINGS = 64          # uploaded recordings (replicas) a page reads
 
@@ -93,6 +95,9 @@ class FleetPicker(WorkloadPicker):
     def is_real(self) -> bool:
         return st.session_state.get(self.source_key) in (REAL, REAL_UPLOAD)
 
+    def is_file(self) -> bool:
+        return st.session_state.get(self.source_key) == FILE
+
     def _draw(self):
         ss = st.session_state
         self.real = None
@@ -109,6 +114,12 @@ class FleetPicker(WorkloadPicker):
             key = st.selectbox("Recorded fleet", list(samples), key=self.real_key,
                                format_func=lambda k: samples[k].get("title", k))
             self.real = ("bundled", key)
+            return None, "", None
+        if source == FILE:
+            up = st.file_uploader("Fleet trace file", type=None, key=f"{self.prefix}_fleet_file",
+                                  help="A fleet trace saved by this page's download or by `python -m sim fleet ... "
+                                       "-o FILE`: the routing table and every replica's Trace in one file.")
+            self.real = ("file", up)
             return None, "", None
         if source == REAL_UPLOAD:
             files = st.file_uploader("Recordings, one per replica", type=None, accept_multiple_files=True,
@@ -259,3 +270,16 @@ def read_real(key: str, names: tuple[str, ...], _datas: tuple[bytes, ...]) -> di
         return {"fleet": fleet, "reps": reps, "reps_costs": reps_costs, "cost_error": cost_error,
                 "tail": tail(real), "warnings": [clean(w) for w in real.warnings], "verdicts": verdicts,
                 "meta": meta, "requests": list(real.workload().requests)}
+
+
+@st.cache_data(max_entries=4, show_spinner="Opening the fleet trace…")
+def read_fleet_file(digest: str, _data: bytes) -> dict:
+    """{"fleet": FleetTrace} of a saved fleet trace file, or {"error": one sentence}."""
+    from sim.fleet import FleetTrace
+    if len(_data) > MAX_FLEET_FILE_BYTES:
+        return {"error": f"the file is {len(_data) / 2**20:,.0f} MB; the page opens fleet traces of at most "
+                         f"{MAX_FLEET_FILE_BYTES >> 20} MB (`python -m sim fleet` reads any size)"}
+    try:
+        return {"fleet": FleetTrace.from_bytes(_data)}
+    except (ValueError, MemoryError) as e:
+        return {"error": str(e)}
