@@ -13,6 +13,32 @@ policy, preemption mode, ...) or "scheduler" (a registered kind). A row depends 
 workload, its config, the cost preset and the SLO: every run is deterministic, so the table is the
 same byte for byte on one process, several (run_local) or a Ray cluster (sim/search_ray.py).
 
+Fleets (sim/fleet): a config that sets any fleet knob runs N replicas behind a router
+(simulate_fleet, a Digest, no per-decision scores) and its row is the fleet's
+(sim.fleet.fleet_summary's "metrics": every `sim run` number over the whole fleet, plus replicas,
+load_imbalance, request_imbalance, prefix_hit_rate, ...; goodput for the whole fleet given an SLO).
+Every replica gets the config's scheduler knobs. The fleet knobs:
+
+    replicas                 1 to 1,024 (default 2)
+    router                   a registered policy (sim.fleet.router_names(); default round_robin)
+    router.<setting>         one of a router's settings (ROUTERS[name].defaults), e.g.
+                             router.cache_threshold, router.balance_abs_threshold, router.signal
+    refresh_interval         how often the router's engine-reported signals refresh (0: exact)
+    response_tail            last token's step end -> the router's in-flight count drops
+    router_latency           router decision -> the request reaches its replica
+    router_seed              the router's seed (random, power_of_two), default 0
+
+(times in the run's time unit; a knob the grid does not set is FleetSettings' default). The
+"router." prefix keeps a router's settings apart from the scheduler's keys (policy, ...): a
+SchedulerConfig key never has a dot. A router setting must belong to the config's router: to
+the one router of the grid (given, or round_robin by default), else it is an error. When the
+grid varies the router, a setting must belong to at least one of them and applies to those
+that have it: the grid's configs leave it out for the others (their cell in the table is
+empty), and configs that then come out the same are one config, so
+{"router": ["round_robin", "cache_aware"], "router.cache_threshold": [0.3, 0.5]} is three
+configs: round_robin, cache_aware at 0.3, cache_aware at 0.5. A config list given directly
+(check_configs, run_local) is held to the strict rule.
+
 Local workers are processes (forked from a single-threaded caller, else from a forkserver), each
 handed the workload once (the pool's initializer), not once per config; LocalSearch runs them
 in the background for a caller that polls (the Choosing settings page).
@@ -48,12 +74,131 @@ _DROPPED = {"slo"}
 
 
 def knob_names() -> list[str]:
-    """Every knob a grid may sweep: the scheduler kind, then SchedulerConfig's keys."""
+    """Every scheduler knob a grid may sweep: the scheduler kind, then SchedulerConfig's keys
+    (the fleet's: fleet_knob_names)."""
     return ["scheduler", *_FIELD_DEFAULTS]
+
+
+# -- fleet knobs -------------------------------------------------------------------------------
+FLEET_KNOBS = ("replicas", "router", "refresh_interval", "response_tail", "router_latency", "router_seed")
+ROUTER_SETTING = "router."   # router.<setting>: a setting of the router (its ROUTERS[name].defaults)
+_FLEET_TIMES = ("refresh_interval", "response_tail", "router_latency")
+
+
+def _routers() -> dict:
+    """name -> router class, every registered router (imported here: sim.fleet is only needed
+    by a fleet search)."""
+    from .fleet import ROUTERS, router_names
+    return {n: ROUTERS[n] for n in router_names()}
+
+
+def default_router() -> str:
+    from .fleet.fleet import FleetSettings
+    return FleetSettings().router
+
+
+def router_setting_names() -> list[str]:
+    """Every router setting as a knob ("router.cache_threshold", ...), each once, in the
+    routers' registration order."""
+    seen: dict[str, None] = {}
+    for cls in _routers().values():
+        seen.update((ROUTER_SETTING + k, None) for k in cls.defaults)
+    return list(seen)
+
+
+def fleet_knob_names() -> list[str]:
+    """Every fleet knob a grid may sweep: replicas, router, the routers' settings, the signals'
+    timing and the router's seed."""
+    return [*FLEET_KNOBS[:2], *router_setting_names(), *FLEET_KNOBS[2:]]
+
+
+def is_fleet_knob(knob: str) -> bool:
+    return knob in FLEET_KNOBS or knob.startswith(ROUTER_SETTING)
+
+
+def is_fleet(config: dict) -> bool:
+    """Whether a config runs a fleet (it sets a fleet knob)."""
+    return any(is_fleet_knob(k) for k in config)
+
+
+def routers_with(setting: str) -> list[str]:
+    """The routers that have `setting` (without the "router." prefix)."""
+    return [n for n, cls in _routers().items() if setting in cls.defaults]
+
+
+def fleet_settings(config: dict):
+    """A fleet config as (sim.fleet.FleetSettings, the scheduler knobs every replica gets).
+    The settings are not checked here (FleetSettings.check and make_router do that)."""
+    from .fleet.fleet import FleetSettings
+    d = FleetSettings()
+    sched = {k: v for k, v in config.items() if not is_fleet_knob(k)}
+    s = FleetSettings(replicas=config.get("replicas", d.replicas), router=config.get("router", d.router),
+                      router_config={k[len(ROUTER_SETTING):]: v for k, v in config.items()
+                                     if k.startswith(ROUTER_SETTING)},
+                      seed=config.get("router_seed", d.seed), record_scores=False,
+                      **{k: config.get(k, getattr(d, k)) for k in _FLEET_TIMES})
+    return s, sched
+
+
+def _check_fleet_value(knob: str, v, routers: list | None = None) -> None:
+    """ValueError unless `v` suits the fleet knob (a router setting: as `routers` check it)."""
+    from .fleet.fleet import MAX_REPLICAS
+    if knob == "replicas":
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_REPLICAS:
+            raise ValueError(f"replicas must be a whole number from 1 to {MAX_REPLICAS:,}, not {json.dumps(v)}")
+    elif knob == "router":
+        names = list(_routers())
+        if v not in names:
+            raise ValueError(f"router {json.dumps(v)} is not one; known: {', '.join(names)}")
+    elif knob in _FLEET_TIMES:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{knob} must be a time, 0 or more (in the run's time unit), not {json.dumps(v)}")
+    elif knob == "router_seed":
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**63:
+            raise ValueError(f"router_seed must be a whole number, 0 or more, not {json.dumps(v)}")
+    elif routers is not None:   # router.<setting>: as each of `routers` that has it checks it
+        setting = knob[len(ROUTER_SETTING):]
+        classes = _routers()
+        for name in routers:
+            if setting in classes[name].defaults:
+                classes[name].check_config({setting: v})
+
+
+def _unknown_knob(knob: str) -> str:
+    if knob.startswith(ROUTER_SETTING):
+        return (f"{knob} is not a setting of any router; their settings: "
+                f"{', '.join(k[len(ROUTER_SETTING):] for k in router_setting_names())}")
+    return (f"unknown knob {knob!r} in the grid; known: {', '.join(knob_names())}; for a fleet: "
+            f"{', '.join(FLEET_KNOBS)} and router.<a router's setting>")
+
+
+def _check_router_settings(obj: dict) -> None:
+    """The grid's router settings against its routers: each must belong to one of them."""
+    settings = [k for k in obj if k.startswith(ROUTER_SETTING)]
+    if not settings:
+        return
+    routers = obj.get("router") or [default_router()]
+    classes = _routers()
+    for knob in settings:
+        setting = knob[len(ROUTER_SETTING):]
+        if not any(setting in classes[r].defaults for r in routers):
+            whose = ", ".join(routers_with(setting))
+            theirs = (f"the grid's router{'s' if len(routers) > 1 else ''} ({', '.join(routers)})" if "router" in obj
+                      else f"the default router ({routers[0]}: the grid sets no router)")
+            raise ValueError(f"{knob} is a setting of {whose}, not of {theirs}; add {whose.split(', ')[0]} "
+                             f"to the grid's router")
+        for v in obj[knob]:
+            try:
+                _check_fleet_value(knob, v, routers)
+            except ValueError as e:
+                raise ValueError(f"in the grid: {e}") from None
 
 
 def _check_value(knob: str, v) -> None:
     """ValueError unless `v` has the knob's type (bounds and names are SchedulerConfig.validate's)."""
+    if is_fleet_knob(knob):
+        _check_fleet_value(knob, v)
+        return
     if knob == "scheduler":
         if v not in scheduler_names():
             raise ValueError(f"scheduler {v!r} is not one; known: {', '.join(scheduler_names())}")
@@ -80,12 +225,21 @@ def _check_value(knob: str, v) -> None:
 def values_from_text(knob: str, text: str) -> list:
     """A knob's values typed as a comma-separated list ("8, 16, 32"; "fcfs, sjf"; "true, false"),
     as the knob's type wants them; ValueError with a plain message."""
-    if knob not in knob_names():
+    if knob not in knob_names() and knob not in fleet_knob_names():
         raise ValueError(f"unknown knob {knob!r}")
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     if not parts:
         raise ValueError(f"give {knob} at least one value")
-    default = _FIELD_DEFAULTS.get(knob, "")
+    if knob in ("replicas", "router_seed"):
+        default = 0
+    elif knob in _FLEET_TIMES:
+        default = 0.0
+    elif knob.startswith(ROUTER_SETTING):
+        classes = _routers()
+        setting = knob[len(ROUTER_SETTING):]
+        default = classes[routers_with(setting)[0]].defaults[setting]
+    else:
+        default = _FIELD_DEFAULTS.get(knob, "")
     out = []
     for p in parts:
         try:
@@ -123,10 +277,12 @@ class Grid:
                 raise ValueError(f"the grid is not valid JSON ({getattr(e, 'msg', e)})") from None
         if not isinstance(obj, dict):
             raise ValueError('the grid must be a JSON object of knob -> list of values, like {"max_num_seqs": [8, 16]}')
-        known = knob_names()
+        known = set(knob_names())
+        if any(is_fleet_knob(k) for k in obj):
+            known.update(fleet_knob_names())
         unknown = [k for k in obj if k not in known]
         if unknown:
-            raise ValueError(f"unknown knob {unknown[0]!r} in the grid; known: {', '.join(known)}")
+            raise ValueError(_unknown_knob(unknown[0]))
         n = 1
         for knob, vals in obj.items():
             if not isinstance(vals, list) or not vals:
@@ -142,13 +298,32 @@ class Grid:
             n *= len(vals)
         if n > MAX_CONFIGS:
             raise ValueError(f"the grid has {n:,} combinations; at most {MAX_CONFIGS:,}")
+        _check_router_settings(obj)
         return cls(tuple(obj), tuple(tuple(v) for v in obj.values()))
 
     def configs(self) -> list[dict]:
-        """Every combination as config overrides, in product order (the last knob fastest)."""
-        return [dict(zip(self.knobs, combo)) for combo in itertools.product(*self.values)]
+        """Every combination as config overrides, in product order (the last knob fastest). A
+        router setting is left out of the combinations whose router does not have it, and a
+        combination that then repeats an earlier one is dropped (see the module's docstring)."""
+        combos = [dict(zip(self.knobs, combo)) for combo in itertools.product(*self.values)]
+        if not any(k.startswith(ROUTER_SETTING) for k in self.knobs):
+            return combos
+        classes, default = _routers(), default_router()
+        out, seen = [], set()
+        for c in combos:
+            cls = classes.get(c.get("router", default))
+            if cls is not None:
+                c = {k: v for k, v in c.items()
+                     if not k.startswith(ROUTER_SETTING) or k[len(ROUTER_SETTING):] in cls.defaults}
+            key = json.dumps(c, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(c)
+        return out
 
     def __len__(self) -> int:
+        if any(k.startswith(ROUTER_SETTING) for k in self.knobs):
+            return len(self.configs())
         return math.prod(len(v) for v in self.values)
 
     def to_json(self) -> dict:
@@ -165,7 +340,13 @@ def check_configs(workload: Workload, configs: Iterable[dict]) -> None:
     configs = list(configs)
     for i, overrides in enumerate(configs):
         try:
-            cfg, mode = resolve_config(workload, overrides)
+            sched = overrides
+            if is_fleet(overrides):
+                from .fleet import make_router
+                settings, sched = fleet_settings(overrides)
+                settings.check()
+                make_router(settings.router, settings.replicas, settings.router_config, settings.seed)
+            cfg, mode = resolve_config(workload, sched)
             if mode not in scheduler_names():
                 raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(scheduler_names())}")
             cfg.validate()
@@ -206,6 +387,8 @@ class Runner:
 
     def run(self, overrides: dict) -> dict:
         """One config's flat metrics row; {"error": message} when it cannot run to the end."""
+        if is_fleet(overrides):
+            return self.run_fleet(overrides)
         try:
             # a Digest, not the Trace: the row reads a dozen numbers, not tens of millions of token rows
             trace = simulate(self.workload, overrides, cost=cost_from_preset(self.job.cost), max_steps=MAX_STEPS,
@@ -216,6 +399,33 @@ class Runner:
         if self.slo is not None:
             row.update(slo_summary(trace, self.slo))
         return {k: v for k, v in row.items() if k not in _DROPPED}
+
+    def run_fleet(self, overrides: dict) -> dict:
+        """A fleet config's row: fleet_row of its run (a Digest per replica, no scores kept)."""
+        from .fleet.fleet import simulate_fleet
+        settings, sched = fleet_settings(overrides)
+        try:
+            fleet = simulate_fleet(self.workload, settings, sched, cost=cost_from_preset(self.job.cost), digest=True)
+        except (ValueError, RuntimeError) as e:
+            return {"error": str(e)}
+        return {k: v for k, v in fleet_row(fleet, self.slo).items() if k not in _DROPPED}
+
+
+def fleet_row(fleet, slo: SLO | None = None) -> dict:
+    """sim.fleet.fleet_summary(fleet, slo)["metrics"], the same keys and numbers, without the
+    work that function throws away: its replicas are handed to it without their service per
+    tenant and step (tens of millions of rows at 100k requests), so that the tenant-fairness
+    numbers the fleet's row leaves out (jain_index, max_service_gap: a steps x tenants x tenants
+    pass, minutes and gigabytes at 64 replicas x 100k requests with many tenants) are not
+    computed, for the fleet or for any replica. Nothing else in the row reads the service."""
+    from dataclasses import replace
+
+    from .digest import Digest
+    from .fleet import fleet_summary
+    from .metrics import digest_of
+    bare = [replace(d, service=d.service.iloc[:0]) for d in
+            (t if isinstance(t, Digest) else digest_of(t) for t in fleet.replicas)]
+    return fleet_summary(replace(fleet, replicas=bare), slo)["metrics"]
 
 
 def where() -> str:

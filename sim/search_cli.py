@@ -4,6 +4,12 @@
     python -m sim search W.json --grid G.json --workers 2            # two local processes
     python -m sim search W.json --grid G.json --ray local            # a local Ray cluster
     python -m sim search W.json --grid G.json --ray 10.0.0.5:6379    # an existing Ray cluster
+    python -m sim search W.json --grid '{"replicas": [2, 4, 8], "router": ["round_robin", "cache_aware"]}'
+                                                                     # fleets: how many replicas, which router
+
+A grid key is a scheduler config key, "scheduler", or a fleet knob (replicas, router,
+router.<a router's setting>, refresh_interval, response_tail, router_latency, router_seed: see
+sim/search.py); a config with a fleet knob runs a fleet and its row is the whole fleet's.
 
 Everything is checked (workload, grid, SLO, every config against the workload) before any run.
 """
@@ -14,7 +20,8 @@ import os
 import sys
 import time
 
-HELP = "run every combination of a grid of scheduler knobs over a workload: one CSV row per config"
+HELP = ("run every combination of a grid of scheduler (or fleet: replicas, router) knobs over a workload: "
+        "one CSV row per config")
 
 
 def add_search_parser(sub) -> None:
@@ -23,7 +30,12 @@ def add_search_parser(sub) -> None:
     p.add_argument("--grid", required=True,
                    help='JSON object (a file, or the text itself) of knob -> values, e.g. {"max_num_seqs": [8, 16], '
                         '"policy": ["fcfs", "sjf"], "preemption_mode": ["recompute", "swap"], "num_gpu_blocks": '
-                        '[512, 1024], "scheduler": ["vllm", "static"]}; any scheduler config key is a knob')
+                        '[512, 1024], "scheduler": ["vllm", "static"]}; any scheduler config key is a knob. Fleets: '
+                        '"replicas" (1-1024), "router" (a policy of `sim fleet`), "router.<setting>" (a router\'s '
+                        'setting, e.g. "router.cache_threshold": it applies to the grid\'s routers that have it), '
+                        '"refresh_interval", "response_tail", "router_latency" (the run\'s time unit), "router_seed": '
+                        'a config with any of them runs a fleet of replicas behind the router, each with the config\'s '
+                        'scheduler knobs, and its row is the fleet\'s')
     p.add_argument("--slo", help='SLO targets in the run\'s time unit (a file, or JSON such as {"ttft": 400, '
                                  '"tpot": 40}): adds attainment and goodput to every row')
     p.add_argument("--cost", help="the cost preset (sim.cost.COST_PRESETS; default units, for a public trace "

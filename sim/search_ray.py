@@ -5,8 +5,8 @@
 
 One actor per CPU of the cluster, each holding the workload (sent once to the object store,
 parsed once per actor), takes configs as they free up; rows come back by index, so the table
-is the one sim.search.run_local makes. Ray is imported here only, inside the functions: the
-core imports without it.
+is the one sim.search.run_local makes (fleet configs too: the job is the same, and sim/fleet
+travels with sim). Ray is imported here only, inside the functions: the core imports without it.
 
 The `sim` package travels to the cluster with the job (runtime_env py_modules), so a node
 needs only the same Python, numpy and pandas, not a checkout of this repo.

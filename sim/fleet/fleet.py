@@ -326,6 +326,7 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
     for b in backends:
         t = b.build(dict(meta_base, replica=b.index))
         traces.append(t)
+        b.release()   # its recorder's lists are in the tables now: a 100k-request fleet's peak, not twice it
     meta = {"source": "simulator", "time_unit": cost.time_unit, "workload": workload.name, "clock": clock,
             "settings": s.to_json(), "router_defaults": dict(router.config),
             "busy_time": [b.busy_time for b in backends], "num_requests": len(reqs),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import replace
 
 from ..cost import UnitsCost
 from ..registry import SCHEDULERS
@@ -80,7 +81,9 @@ class SimReplica:
     def dispatch(self, req) -> None:
         """`req` (its arrival_time = when it reaches this replica) is sent here."""
         self.pending.append(req)
-        self.requests.append(req)
+        # the Trace's requests table reads ids, tenants, priorities and lengths, not the prompt's
+        # token ids (a 1k-token prompt's tuple is ~40 kB of ints: 4 GB at 100k requests)
+        self.requests.append(req if req.prompt_token_ids is None else replace(req, prompt_token_ids=None))
 
     def signals(self) -> tuple[int, int, int]:
         """What the engine reports now: waiting requests (its queue, and those that reached it
@@ -90,6 +93,7 @@ class SimReplica:
     def advance(self, until: float) -> None:
         """Run every step that starts before `until`."""
         sched, rec, pool, pending = self.sched, self.rec, self.pool, self.pending
+        seqs = sched.seqs   # every request the scheduler was given; it only ever writes to it
         while True:
             if self.n_done == len(self.requests) and until == math.inf:
                 return   # the run's end: sim.simulate stops here too (no empty step after the last finish)
@@ -109,6 +113,7 @@ class SimReplica:
             while pending and pending[0].arrival_time <= clock:
                 r = pending.popleft()
                 if rec.arrive(sched, r, step, clock, True).status == "rejected":
+                    seqs.pop(r.id, None)
                     self.n_done += 1
                     self.finished.append((r.id, clock))   # turned away: the response ends at once
                 arrived.append(r.id)
@@ -138,6 +143,8 @@ class SimReplica:
             rec.record(sched, plan, finished, step, clock, end, arrived, swap_bytes)
             if self.tracks_counters:
                 rec.record_counters(sched, step)
+            for seq in finished:   # nothing reads a finished request's state again: free its token ids
+                del seqs[seq.id]
             self.busy_time += dt
             self.clock = end
 
@@ -149,3 +156,9 @@ class SimReplica:
     def build(self, meta: dict):
         """This replica's Trace (or Digest) of the requests dispatched to it."""
         return self.rec.build(self.requests, self.cfg, self.mode, self.pool, meta)
+
+    def release(self) -> None:
+        """Let go of the run's state (recorder, scheduler, KV pool) once its Trace is built: the
+        replica can run no further."""
+        self.rec = self.sched = self.pool = None
+        self.pending.clear()
