@@ -412,20 +412,11 @@ class Runner:
 
 
 def fleet_row(fleet, slo: SLO | None = None) -> dict:
-    """sim.fleet.fleet_summary(fleet, slo)["metrics"], the same keys and numbers, without the
-    work that function throws away: its replicas are handed to it without their service per
-    tenant and step (tens of millions of rows at 100k requests), so that the tenant-fairness
-    numbers the fleet's row leaves out (jain_index, max_service_gap: a steps x tenants x tenants
-    pass, minutes and gigabytes at 64 replicas x 100k requests with many tenants) are not
-    computed, for the fleet or for any replica. Nothing else in the row reads the service."""
-    from dataclasses import replace
-
-    from .digest import Digest
+    """sim.fleet.fleet_summary(fleet, slo)["metrics"], without the per-replica tenant-fairness
+    numbers the fleet's row leaves out (a steps x tenants x tenants pass: minutes and gigabytes
+    at 64 replicas x 100k requests with many tenants)."""
     from .fleet import fleet_summary
-    from .metrics import digest_of
-    bare = [replace(d, service=d.service.iloc[:0]) for d in
-            (t if isinstance(t, Digest) else digest_of(t) for t in fleet.replicas)]
-    return fleet_summary(replace(fleet, replicas=bare), slo)["metrics"]
+    return fleet_summary(fleet, slo, fairness=False)["metrics"]
 
 
 def where() -> str:

@@ -218,10 +218,9 @@ class RoutingLoop:
             self.released_at[rid] = when
             self.router.released(self.by_id[rid], i, when)
 
-    def route(self, req, target: int | None = None):
-        """Route one request at its arrival_time. `target` (replaying a real fleet): the replica
-        that really served it, which the router is told it went to. Returns the Decision."""
-        t = float(req.arrival_time)
+    def _bring_up_to(self, t: float) -> None:
+        """Every replica run up to t, the responses ended by t released, the signals refreshed
+        as the refresh interval says."""
         s = self.s
         if s.refresh_interval > 0:
             r = math.floor(t / s.refresh_interval) * s.refresh_interval
@@ -234,6 +233,14 @@ class RoutingLoop:
         if s.refresh_interval <= 0 and self.dirty:
             self._refresh(sorted(self.dirty))
             self.dirty.clear()
+
+    def route(self, req, target: int | None = None):
+        """Route one request at its arrival_time. `target` (replaying a real fleet): the replica
+        that really served it, which the router is told it went to. Returns the Decision."""
+        t = float(req.arrival_time)
+        s = self.s
+        if self.router.reads_fleet:
+            self._bring_up_to(t)
         self.ctx.time = t
         self.prompts.reset(req)
         d = self.router.route(req, self.ctx)

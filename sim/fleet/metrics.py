@@ -88,10 +88,18 @@ def _fleet_extras(fleet, per: list[dict]) -> dict:
             "prefix_hit_rate": float(cached / prompt) if prompt and not math.isnan(cached) else math.nan}
 
 
-def replica_summaries(fleet, slo=None) -> list[dict]:
+def _without_service(t):
+    """A replica's Digest without its service per tenant and step: summary() then skips the
+    tenant-fairness numbers (a steps x tenants x tenants pass: minutes with many tenants)."""
+    from dataclasses import replace
+    d = _digest(t)
+    return replace(d, service=d.service.iloc[:0])
+
+
+def replica_summaries(fleet, slo=None, fairness: bool = True) -> list[dict]:
     out = []
     for i, t in enumerate(fleet.replicas):
-        row = summary(t, slo=slo)
+        row = summary(t if fairness else _without_service(t), slo=slo)
         row.update(latency_stats(per_request(t)))
         row["replica"] = i
         row["busy_time"] = busy_time(t)
@@ -100,10 +108,13 @@ def replica_summaries(fleet, slo=None) -> list[dict]:
     return out
 
 
-def fleet_summary(fleet, slo=None) -> dict:
-    """{"metrics": the fleet's row, "per_replica": one row per replica}."""
-    per = replica_summaries(fleet, slo)
+def fleet_summary(fleet, slo=None, fairness: bool = True) -> dict:
+    """{"metrics": the fleet's row, "per_replica": one row per replica}. Fairness between
+    tenants is each replica's (jain_index, max_service_gap in its row; NaN with fairness=False,
+    which a search's row wants: it costs steps x tenants^2); the fleet's row leaves it out."""
+    per = replica_summaries(fleet, slo, fairness)
     dig = fleet_digest(fleet)
+    dig.service = dig.service.iloc[:0]   # the fleet's row has no fairness numbers: not computed
     row = summary(dig, slo=slo)
     row.update(latency_stats(per_request(dig)))
     for k in ("jain_index", "max_service_gap"):

@@ -70,6 +70,9 @@ class Router:
 
     name = "base"
     defaults: dict = {}
+    # False for a router that reads nothing of the fleet (no view, no prefix cache): the loop
+    # then need not run the replicas up to each decision, and runs each one through at the end
+    reads_fleet = True
 
     def __init__(self, num_replicas: int, config: dict | None = None, seed: int = 0):
         self.n = int(num_replicas)

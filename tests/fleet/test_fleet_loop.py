@@ -265,3 +265,17 @@ def test_cli_refusals_are_one_line(tmp_path, args, says):
     assert r.returncode != 0
     assert says in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("router", ["round_robin", "random", "consistent_hash"])
+def test_a_router_that_reads_nothing_skips_the_lockstep_and_changes_nothing(router, monkeypatch):
+    """round_robin, random and consistent_hash read no signal: their replicas run through at the
+    end instead of up to each decision, and the fleet is the same to the byte."""
+    from sim.fleet.routers import make_router
+    wl = _workload(n=80, gap=3.0)
+    s = FleetSettings(replicas=3, router=router, response_tail=5.0)
+    assert make_router(router, 3).reads_fleet is False
+    lazy = simulate_fleet(wl, s, cost=MS).to_bytes()
+    cls = type(make_router(router, 3))
+    monkeypatch.setattr(cls, "reads_fleet", True)
+    assert simulate_fleet(wl, s, cost=MS).to_bytes() == lazy

@@ -14,6 +14,8 @@ class RoundRobin(Router):
     request goes to the first worker (vllm-router `round_robin.rs`, sglang-router
     `round_robin.rs`: an atomic counter mod the number of workers)."""
 
+    reads_fleet = False   # its pick depends on the request alone
+
     def __init__(self, num_replicas, config=None, seed=0):
         super().__init__(num_replicas, config, seed)
         self.next = 0
@@ -30,6 +32,8 @@ class RandomRouter(Router):
     """A worker drawn uniformly (vllm-router and sglang-router `random.rs`: `rng.random_range(0..n)`
     over the healthy workers). The real routers draw unseeded; here the router's seeded rng
     draws, so a run can be repeated."""
+
+    reads_fleet = False   # its pick depends on the request alone
 
     def route(self, request, ctx):
         i = self.rng.randrange(self.n)

@@ -127,6 +127,8 @@ class ConsistentHash(Router):
     """vllm-router `consistent_hash` (see the module text). Decision.detail gives the key and
     its 64-bit hash; every worker is a candidate."""
 
+    reads_fleet = False   # its pick depends on the request alone
+
     defaults = {"key": "tenant", "virtual_nodes": VIRTUAL_NODES_PER_WORKER,
                 "url_format": "http://127.0.0.1:{port}", "base_port": 8101}
     KEYS = ("tenant", "request")
