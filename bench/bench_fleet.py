@@ -4,6 +4,7 @@ costs, and a router grid through `python -m sim search`.
   python bench/bench_fleet.py --only scale            # 4, 16, 64, 256 replicas x 100,000 requests
   python bench/bench_fleet.py --only router           # µs per decision of every router at 64 replicas
   python bench/bench_fleet.py --only grid             # replicas x 4 routers, --workers 2 and local Ray
+  python bench/bench_fleet.py --only real             # against the real fleets (bench/fleet_real.py)
   python bench/bench_fleet.py --only grid --grid-requests 100000 --grid-replicas 2,4,6,8,10,12,14,16
                                                       # the full grid (32 configs: hours on 2 cores)
 
@@ -346,6 +347,9 @@ def main() -> None:
         bench_router(routers, args.router_replicas, args.router_requests, args.rate, args.groups)
     if "profile" in only:
         bench_profile(args.profile_replicas, args.profile_requests, args.router, args.rate, args.groups)
+    if "real" in only:   # the real fleets recorded here (bench/fleet_real.py)
+        import fleet_real
+        fleet_real.main()
     if "grid" in only:
         bench_grid([int(s) for s in args.grid_replicas.split(",")], args.grid_requests, args.grid_rate,
                    not args.no_ray)
