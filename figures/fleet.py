@@ -359,7 +359,7 @@ def signals_figure(fleet, t: float | None = None, max_points: int = MAX_POINTS) 
     heights = [1.0] * len(SIGNALS)
     plot_px = 4 * 120 + 3 * 28
     layout = {"height": plot_px + 108 + 22 * math.ceil(fleet.num_replicas / 9), "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
-              "margin": {"l": 70, "r": 20, "t": 48 + 22 * math.ceil(fleet.num_replicas / 9), "b": 64},
+              "margin": {"l": 70, "r": 20, "t": 54 + 22 * math.ceil(fleet.num_replicas / 9), "b": 64},
               "legend": {"orientation": "h", "y": 1.0 + 34 / plot_px, "yanchor": "bottom", "x": 0,
                          "font": {"size": 11}},
               **_rows_axes(heights, 28, plot_px, ["" for _ in SIGNALS]),

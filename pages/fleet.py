@@ -184,6 +184,8 @@ def timeline(fleet, key: str, title: str) -> None:
     left, right = st.columns(2, gap="large")
     with left:
         fig = kv_map_figure(tr, s)
+        # half the page's width: its legend takes two rows (room declared, so Plotly draws it once)
+        fig.update_layout(margin={"t": 80, "b": 16})
         m = fig.layout.meta
         st.markdown(f"**{plain(names[pick])}, KV blocks after step {s}**: {m['used']} in use, {m['free']} free"
                     + (f", {m['cached_free']} cached-free" if m["cached_free"] else ""))
