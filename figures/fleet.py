@@ -450,18 +450,12 @@ def fleet_at(fleet, t: float) -> pd.DataFrame:
 
 def decision_scores(text) -> dict[str, list[float]]:
     """A routing row's `scores` JSON: scorer -> one score per replica (NaN where not scored)."""
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(doc, dict):
-        return {}
+    doc = _detail(text)
     return {str(k): [math.nan if x is None else float(x) for x in v] for k, v in doc.items() if isinstance(v, list)}
 
 
 def _detail(text) -> dict:
+    """A routing row's JSON text as a dict ({} when there is none or it is not an object)."""
     if not isinstance(text, str) or not text:
         return {}
     try:

@@ -30,7 +30,7 @@ from sim.limits import MAX_REQUESTS
 from sim.workload import Workload
 
 from .state import Setting
-from .workloads import TRACE_LIMIT, UPLOAD_HELP, UPLOAD_TYPES, WorkloadPicker
+from .workloads import TRACE_LIMIT, WorkloadPicker
 
 SCENARIO, UPLOAD = "Built-in fleet scenario", "Upload a workload JSON"
 REAL, REAL_UPLOAD = "A real fleet (bundled recordings)", "A real fleet (upload recordings)"
@@ -132,34 +132,7 @@ class FleetPicker(WorkloadPicker):
         return self._draw_upload()
 
     def _draw_upload(self):
-        """ui.workloads' upload branch: a workload JSON or a public request trace."""
-        ss = st.session_state
-        up = st.file_uploader("Workload JSON or request trace", type=UPLOAD_TYPES, key=self.upload_key,
-                              help=UPLOAD_HELP)
-        with st.expander("Request traces (CSV, JSON lines)"):
-            st.number_input("Requests (the first, by arrival)", 1, MAX_REQUESTS, step=100, key=self.limit_key,
-                            help="How many of the trace's requests run (a page runs at most 50,000).")
-            st.number_input("Arrival rate ×", 0.01, 100.0, step=0.5, key=self.rate_key,
-                            help="Arrivals this many times as fast as recorded (2: half the gaps).")
-        if up is not None:
-            data = up.getvalue()
-            digest = hashlib.sha256(data).hexdigest()
-            options = (int(ss[self.limit_key]), float(ss[self.rate_key]))
-            if ss.get(self._digest) != digest or ss.get(self._options) != options:
-                problem = self._read(data, up.name, options, new_file=ss.get(self._digest) != digest)
-                if problem:
-                    for k in (self._json, self._digest, self._cost, self._blurb):
-                        ss.pop(k, None)
-                    return None, "", problem
-                ss[self._digest], ss[self._options] = digest, options
-        if not ss.get(self._json):
-            return None, "", None
-        name = ss.get(self._name, "upload")
-        workload = Workload.from_json(json.loads(ss[self._json]), name=name)
-        if up is None:
-            st.caption(f"Using {name} (uploaded earlier).")
-        blurb = ss.get(self._blurb) or f"Uploaded workload **{name}**: {len(workload.requests):,} requests."
-        return workload, blurb, None
+        return super()._draw_upload(limit_help="How many of the trace's requests run (a page runs at most 50,000).")
 
     def real_input(self) -> tuple[str, tuple[str, ...], tuple[bytes, ...], dict]:
         """(cache key, display names, file contents, manifest) of the real fleet chosen; ValueError

@@ -99,7 +99,6 @@ class WorkloadPicker:
         return workload
 
     def _draw(self) -> tuple[Workload | None, str, str | None]:
-        ss = st.session_state
         st.header("Workload")
         source = st.radio("Source", [BUILTIN, UPLOAD], key=self.source_key, on_change=self.fill,
                           label_visibility="collapsed")
@@ -107,12 +106,19 @@ class WorkloadPicker:
             key = st.selectbox("Scenario", list(scenarios.SCENARIOS), key=self.scenario_key,
                                format_func=lambda k: scenarios.SCENARIOS[k].title, on_change=self.scenario_changed)
             return scenarios.workload(key), scenarios.SCENARIOS[key].blurb, None
+        return self._draw_upload()
+
+    def _draw_upload(self, limit_help: str = ("How many of the trace's requests run. A trace can hold millions; every "
+                                               "step of a run is drawn, so a page runs a few minutes of traffic at a "
+                                               "time.")):
+        """The upload branch: a workload JSON or a public request trace (the Fleet page's picker
+        draws it too)."""
+        ss = st.session_state
         up = st.file_uploader("Workload JSON or request trace", type=UPLOAD_TYPES, key=self.upload_key,
                               help=UPLOAD_HELP)
         with st.expander("Request traces (CSV, JSON lines)"):
             st.number_input("Requests (the first, by arrival)", 1, MAX_REQUESTS, step=100, key=self.limit_key,
-                            help="How many of the trace's requests run. A trace can hold millions; every "
-                                 "step of a run is drawn, so a page runs a few minutes of traffic at a time.")
+                            help=limit_help)
             st.number_input("Arrival rate ×", 0.01, 100.0, step=0.5, key=self.rate_key,
                             help="Arrivals this many times as fast as recorded (2: half the gaps).")
         if up is not None:
