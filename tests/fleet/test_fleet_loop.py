@@ -279,3 +279,19 @@ def test_a_router_that_reads_nothing_skips_the_lockstep_and_changes_nothing(rout
     cls = type(make_router(router, 3))
     monkeypatch.setattr(cls, "reads_fleet", True)
     assert simulate_fleet(wl, s, cost=MS).to_bytes() == lazy
+
+
+def test_cli_calibrated_on_recordings(tmp_path):
+    """--calibrate: each replica's steps cost what a cost model fitted on its recording says, and
+    the response tail is the recordings' front-end latency."""
+    kit = ROOT / "tests" / "fixtures" / "fleet" / "kit-vllm-cache_aware-tokens"
+    p = tmp_path / "w.json"
+    p.write_text(_workload(n=20, blocks=200, max_model_len=1024).dumps())
+    r = _cli(str(p), "--replicas", "2", "--router", "least_loaded", "--json", "--calibrate",
+             str(kit / "rec-8101.jsonl.gz"), str(kit / "rec-8102.jsonl.gz"))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert 1.0 < out["settings"]["response_tail"] < 50.0   # ms: fitted, not the default 0
+    assert out["metrics"]["time_unit"] == "ms" and out["metrics"]["finished"] == 20
+    bad = _cli(str(p), "--replicas", "3", "--calibrate", str(kit / "rec-8101.jsonl.gz"), str(kit / "rec-8102.jsonl.gz"))
+    assert bad.returncode != 0 and "one per replica (3)" in bad.stderr
