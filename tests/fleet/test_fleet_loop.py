@@ -291,7 +291,11 @@ def test_cli_calibrated_on_recordings(tmp_path):
              str(kit / "rec-8101.jsonl.gz"), str(kit / "rec-8102.jsonl.gz"))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert 1.0 < out["settings"]["response_tail"] < 50.0   # ms: fitted, not the default 0
+    from servers.vllm.fleet import read_fleet
+    real = read_fleet([kit / "rec-8101.jsonl.gz", kit / "rec-8102.jsonl.gz"])
+    front_end = np.median([q.added - q.arrival for q in real.requests])   # ms each request spent before the scheduler
+    assert out["settings"]["response_tail"] == pytest.approx(front_end)   # fitted, not the default 0
+    assert out["settings"]["response_tail"] > 0
     assert out["metrics"]["time_unit"] == "ms" and out["metrics"]["finished"] == 20
     bad = _cli(str(p), "--replicas", "3", "--calibrate", str(kit / "rec-8101.jsonl.gz"), str(kit / "rec-8102.jsonl.gz"))
     assert bad.returncode != 0 and "one per replica (3)" in bad.stderr
