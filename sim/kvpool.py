@@ -37,6 +37,9 @@ class BlockPool:
         self.null_block = self._free.popitem(last=False)[0]
         self._cached: dict[int, dict[int, None]] = {}  # hash -> blocks carrying it, oldest first
         self.num_cached_free = 0  # free blocks that still carry a hash (evictable cache)
+        # called (hash, True) when a hash comes into the cache, (hash, False) when its last block
+        # leaves it: vLLM's KV events (BlockStored / BlockRemoved), which a fleet's index follows
+        self.on_cache_change = None
         self.step = 0
         self.logging = True   # off: no change log (a run that only wants metrics)
         # change log, parallel lists for speed
@@ -113,6 +116,8 @@ class BlockPool:
                 del holders[b]
                 if not holders:
                     del self._cached[h]
+                    if self.on_cache_change is not None:
+                        self.on_cache_change(h, False)
                 self.block_hash[b] = None
                 self.num_cached_free -= 1
                 self._log(b, "", EVICTED)
@@ -146,7 +151,12 @@ class BlockPool:
                 continue
             h = hashes[i]
             self.block_hash[b] = h
-            self._cached.setdefault(h, {})[b] = None
+            holders = self._cached.get(h)
+            if holders is None:
+                holders = self._cached[h] = {}
+                if self.on_cache_change is not None:
+                    self.on_cache_change(h, True)
+            holders[b] = None
             self._log(b, rid, HASHED)
 
     def check(self) -> None:

@@ -30,6 +30,7 @@ import pandas as pd
 from ..cost import UnitsCost
 from ..simulate import max_model_len_for, resolve_config
 from ..workload import Workload
+from .prefix_index import FleetPrefixIndex
 from .replica import SimReplica
 from .routes import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
 from .routers import make_router
@@ -85,6 +86,20 @@ def chain_hashes(tokens: list[int], block_size: int) -> list[int]:
     return out
 
 
+class _TokenText(dict):
+    """Token id -> its decimal text, made on first use (str() of 1,200 ids costs ~180 µs a
+    prompt; looking them up, ~20)."""
+
+    def __missing__(self, token: int) -> str:
+        if len(self) >= 1 << 20:   # a vocabulary is far smaller; random ids must not grow it forever
+            self.clear()
+        text = self[token] = str(token)
+        return text
+
+
+_TOKEN_TEXT = _TokenText()
+
+
 class _Prompts:
     """The current request's prompt (token ids, text, chain hashes per block size), made once
     per decision and only if a router asks."""
@@ -92,10 +107,11 @@ class _Prompts:
     def __init__(self):
         self.req = None
         self.tokens = None
+        self.written = None
         self.hashes: dict[int, list[int]] = {}
 
     def reset(self, req) -> None:
-        self.req, self.tokens, self.hashes = req, None, {}
+        self.req, self.tokens, self.hashes, self.written = req, None, {}, None
 
     def token_ids(self, req) -> list[int]:
         if req is not self.req:
@@ -105,7 +121,13 @@ class _Prompts:
         return self.tokens
 
     def text(self, req) -> str:
-        return req.prompt_text if req.prompt_text is not None else " ".join(map(str, self.token_ids(req)))
+        if req.prompt_text is not None:
+            return req.prompt_text
+        if req is not self.req:
+            self.reset(req)
+        if self.written is None:   # the ids written out, each id's text made once per run
+            self.written = " ".join(map(_TOKEN_TEXT.__getitem__, self.token_ids(req)))
+        return self.written
 
     def chain(self, req, block_size: int) -> list[int]:
         h = self.hashes.get(block_size)
@@ -129,6 +151,27 @@ def timed_requests(workload: Workload, cost) -> tuple[list, str]:
     return [replace(r, arrival_time=r.arrival_step * tick) for r in reqs], "arrival_step x one idle tick"
 
 
+class _LazyViews:
+    """The views of a router that reads only the replicas it draws: reading views[i] first runs
+    replica i up to the decision's time."""
+
+    def __init__(self, loop: "RoutingLoop"):
+        self.loop = loop
+        self.views = [b.view for b in loop.backends]
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self.views))[i]]
+        self.loop.bring_one_up_to(i, self.loop.ctx.time)
+        return self.views[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.views)))
+
+
 class RoutingLoop:
     """Routes requests in arrival order over replica backends (simulated or recorded) and
     records every decision. A backend has: index, view (a ReplicaView), next_start, advance(t),
@@ -139,16 +182,27 @@ class RoutingLoop:
         self.backends = backends
         self.s = settings
         self.router = router
-        self.in_flight = [0] * len(backends)
-        self.releases: list[tuple[float, int, int, str]] = []   # (time, seq, replica, request id): the heap
+        n = len(backends)
+        self.in_flight = [0] * n
+        # A router that reads only the replicas it draws gets lazy views: a replica is run up to
+        # the decision when its view is read. Its responses and first tokens then wait in heaps of
+        # its own, since only it is brought up to date.
+        self.lazy = bool(router.reads_fleet and router.reads_drawn)
+        self.releases: list = [[] for _ in range(n)] if self.lazy else []   # (time, seq, replica, request id)
+        self.firsts: list = [[] for _ in range(n)] if self.lazy else []     # first tokens due at the router
         self.release_seq = 0
         self.released_at: dict[str, float] = {}
         self.last_refresh = -math.inf
+        self.refreshed_at = [-math.inf] * n   # lazy views: the last refresh of each replica's signals
+        self.brought_to = [-math.inf] * n     # lazy views: the decision time each replica was last run up to
         self.prompts = _Prompts()
-        self.ctx = RouterContext(0.0, [b.view for b in backends], self._cached_blocks, self.prompts.token_ids,
-                                 self.prompts.text)
+        views = _LazyViews(self) if self.lazy else [b.view for b in backends]
+        self.ctx = RouterContext(0.0, views, self._cached_blocks, self.prompts.token_ids, self.prompts.text,
+                                 in_flight=self.in_flight, record_scores=settings.record_scores)
         self.ctx.block_hashes = self.prompts.chain   # a router hashing blocks as the replicas do reuses these
-        self.firsts: list[tuple[float, int, int, str]] = []   # first tokens due at the router: the heap
+        self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
+        if self.indexes is not None:
+            self.ctx.cached_prefix = self._cached_prefix
         self.by_id: dict[str, object] = {}
         self.next_start = [math.inf] * len(backends)
         self.wake: list[tuple[float, int]] = []
@@ -158,6 +212,29 @@ class RoutingLoop:
     def _cached_blocks(self, i: int, req) -> int:
         b = self.backends[i]
         return b.cached_blocks(self.prompts.chain(req, b.view.block_size))
+
+    def _prefix_indexes(self) -> dict | None:
+        """One FleetPrefixIndex per block size, following the simulated replicas' pools (KV
+        events, as llm-d's and Dynamo's indexers follow them); None when a backend has no pool
+        of its own to follow (a recorded replica): then each replica is asked in turn."""
+        if not all(hasattr(b, "pool") for b in self.backends):
+            return None
+        groups: dict[int, list[int]] = {}
+        for b in self.backends:
+            if b.pool.enable_caching:
+                groups.setdefault(b.view.block_size, []).append(b.index)
+        n = len(self.backends)
+        indexes = {bs: FleetPrefixIndex(members, n) for bs, members in groups.items()}
+        for bs, idx in indexes.items():
+            for i in idx.replicas:
+                self.backends[i].pool.on_cache_change = idx.watcher(i)
+        return indexes
+
+    def _cached_prefix(self, req) -> list[int]:
+        out = [0] * len(self.backends)   # a replica without prefix caching holds nothing
+        for bs, idx in self.indexes.items():
+            idx.leading(self.prompts.chain(req, bs), out)
+        return out
 
     def _refresh(self, which) -> None:
         for i in which:
@@ -195,28 +272,60 @@ class RoutingLoop:
         its first tokens (a router that counts prefill work, Dynamo's, stops counting it then)."""
         b = self.backends[i]
         if b.first_tokens:
+            firsts = self.firsts[i] if self.lazy else self.firsts
             for rid, end in b.first_tokens:
-                heapq.heappush(self.firsts, (end, self.release_seq, i, rid))
+                heapq.heappush(firsts, (end, self.release_seq, i, rid))
                 self.release_seq += 1
             b.first_tokens.clear()
         if b.finished:
+            rel = self.releases[i] if self.lazy else self.releases
             for rid, end in b.finished:
-                heapq.heappush(self.releases, (end + self.s.response_tail, self.release_seq, i, rid))
+                heapq.heappush(rel, (end + self.s.response_tail, self.release_seq, i, rid))
                 self.release_seq += 1
             b.finished.clear()
 
     def _release_until(self, t: float) -> None:
-        firsts = self.firsts
+        if self.lazy:
+            for i in range(len(self.backends)):
+                self._release(self.firsts[i], self.releases[i], t)
+        else:
+            self._release(self.firsts, self.releases, t)
+
+    def _release(self, firsts: list, rel: list, t: float) -> None:
+        """First tokens and ended responses due by t, from these heaps, told to the router."""
         while firsts and firsts[0][0] <= t:
             when, _, i, rid = heapq.heappop(firsts)
             self.router.prefill_done(self.by_id[rid], i, when)
-        rel = self.releases
         while rel and rel[0][0] <= t:
             when, _, i, rid = heapq.heappop(rel)
             self.in_flight[i] -= 1
             self.backends[i].view.in_flight = self.in_flight[i]
             self.released_at[rid] = when
             self.router.released(self.by_id[rid], i, when)
+
+    def bring_one_up_to(self, i: int, t: float) -> None:
+        """Lazy views: replica i as the router would see it at t, had every replica been run to
+        t (_bring_up_to for one replica: its refresh, its steps, its ended responses)."""
+        if self.brought_to[i] == t:
+            return
+        self.brought_to[i] = t
+        s, b = self.s, self.backends[i]
+        if s.refresh_interval > 0:
+            r = math.floor(t / s.refresh_interval) * s.refresh_interval
+            if r > self.refreshed_at[i]:
+                self._run_one(i, r)
+                self._refresh((i,))
+                self.refreshed_at[i] = r
+        self._run_one(i, t)
+        self._release(self.firsts[i], self.releases[i], t)
+        if s.refresh_interval <= 0:
+            self._refresh((i,))
+
+    def _run_one(self, i: int, t: float) -> None:
+        b = self.backends[i]
+        if b.next_start < t:
+            b.advance(t)
+            self._collect(i)
 
     def _bring_up_to(self, t: float) -> None:
         """Every replica run up to t, the responses ended by t released, the signals refreshed
@@ -239,7 +348,7 @@ class RoutingLoop:
         that really served it, which the router is told it went to. Returns the Decision."""
         t = float(req.arrival_time)
         s = self.s
-        if self.router.reads_fleet:
+        if self.router.reads_fleet and not self.lazy:
             self._bring_up_to(t)
         self.ctx.time = t
         self.prompts.reset(req)
@@ -253,7 +362,10 @@ class RoutingLoop:
         if self.prompts.tokens is not None and req.prompt_token_ids is None:
             req = replace(req, prompt_token_ids=tuple(self.prompts.tokens))   # made once, not again by the replica
         self.backends[go].dispatch(replace(req, arrival_time=reached))
-        self._schedule(go)
+        if self.lazy:
+            self.brought_to[go] = -math.inf   # its queue grew: read again, its signals are refreshed
+        else:
+            self._schedule(go)
         self._collect(go)   # a recorded replica knows when the request finished
         self.dirty.add(go)
         self.in_flight[go] += 1
@@ -274,7 +386,11 @@ class RoutingLoop:
 
     def finish(self) -> None:
         """Run every replica to the end and let every response end at the router."""
-        self._advance(math.inf)
+        if self.lazy:
+            for i in range(len(self.backends)):
+                self._run_one(i, math.inf)
+        else:
+            self._advance(math.inf)
         self._release_until(math.inf)
 
     def table(self) -> pd.DataFrame:

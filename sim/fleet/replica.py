@@ -32,6 +32,9 @@ class SimReplica:
         self.mode = mode
         self.max_model_len = max_model_len
         self.cost = cost or UnitsCost()
+        if cfg.async_scheduling:   # a replica steps the sync loop; sim/async_sched.py's batch queue is not in it
+            raise ValueError("the fleet simulator runs sync scheduling only: set async_scheduling to false "
+                             "(Playback and Compare simulate async scheduling on one server)")
         try:
             self.sched = SCHEDULERS[mode](cfg, max_model_len)
         except KeyError:

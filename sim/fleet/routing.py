@@ -57,12 +57,28 @@ class RouterContext:
     give the request's prompt as token ids and as text (its own text, else the ids written out)."""
 
     def __init__(self, time: float, replicas: list[ReplicaView], cached_blocks: Callable, prompt_tokens: Callable,
-                 prompt_text: Callable):
+                 prompt_text: Callable, in_flight: list[int] | None = None, record_scores: bool = True):
+        self._in_flight = in_flight
+        # False when nothing keeps a decision's scores (a search's run): a router may then skip
+        # what it computes for showing only, never what it decides on
+        self.record_scores = record_scores
         self.time = time
         self.replicas = replicas
         self.cached_blocks = cached_blocks
         self.prompt_tokens = prompt_tokens
         self.prompt_text = prompt_text
+        # every replica's cached_blocks at once (the loop answers it from its fleet-wide index)
+        self.cached_prefix = lambda req: [cached_blocks(i, req) for i in range(len(self.replicas))]
+
+
+    @property
+    def in_flight(self) -> list[int]:
+        """Every replica's in-flight count, in worker order (the loop's own list: read it, do
+        not change it). Reading it does not bring lazy views up to date: for routers that read
+        every replica."""
+        if self._in_flight is not None:
+            return self._in_flight
+        return [v.in_flight for v in self.replicas]
 
 
 class Router:
@@ -73,6 +89,15 @@ class Router:
     # False for a router that reads nothing of the fleet (no view, no prefix cache): the loop
     # then need not run the replicas up to each decision, and runs each one through at the end
     reads_fleet = True
+    # True for a router that reads only the views of the few replicas it draws (ctx.replicas[i])
+    # and keeps nothing about the others in released/prefill_done: the loop then runs a replica
+    # up to the decision's time only when its view is read (each replica runs long stretches in
+    # one go: at 64 replicas, half the time of running them all to every decision), and the
+    # decisions are the same as if every replica had been run
+    reads_drawn = False
+    # True for a router that asks ctx.cached_prefix at every decision: the loop then keeps a
+    # fleet-wide index of the replicas' cached blocks (sim/fleet/prefix_index.py)
+    reads_prefix_cache = False
 
     def __init__(self, num_replicas: int, config: dict | None = None, seed: int = 0):
         self.n = int(num_replicas)

@@ -299,3 +299,58 @@ def test_cli_calibrated_on_recordings(tmp_path):
     assert out["metrics"]["time_unit"] == "ms" and out["metrics"]["finished"] == 20
     bad = _cli(str(p), "--replicas", "3", "--calibrate", str(kit / "rec-8101.jsonl.gz"), str(kit / "rec-8102.jsonl.gz"))
     assert bad.returncode != 0 and "one per replica (3)" in bad.stderr
+
+
+@pytest.mark.parametrize("kw", [{}, {"refresh_interval": 40.0, "response_tail": 5.0, "router_latency": 1.0}])
+def test_lazy_views_change_nothing(kw, monkeypatch):
+    """power_of_two reads the two drawn replicas only: each replica runs up to a decision only
+    when it is drawn, and the fleet is the same to the byte as running them all every time."""
+    from sim.fleet.routers.basic import PowerOfTwo
+    wl = _workload(n=150, gap=2.0, blocks=60)
+    s = FleetSettings(replicas=5, router="power_of_two", seed=7, **kw)
+    lazy = simulate_fleet(wl, s, cost=MS)
+    assert lazy.routes["reason"].eq("lower_load").sum() > 10   # the counts differed: they were read
+    monkeypatch.setattr(PowerOfTwo, "reads_drawn", False)
+    assert simulate_fleet(wl, s, cost=MS).to_bytes() == lazy.to_bytes()
+
+
+@pytest.mark.parametrize("router,config", [("precise_prefix", {}), ("kv_cost", {}), ("weighted", {"prefix": "precise"})])
+def test_fleet_prefix_index_is_each_pool_asked_in_turn(router, config, monkeypatch):
+    """The fleet-wide index of cached blocks (bitmasks per block hash, kept from the pools' cache
+    changes) answers what asking every replica's pool gives, under eviction, with replicas of two
+    block sizes and one without prefix caching; the whole fleet is the same to the byte."""
+    from sim.fleet import fleet as fleet_mod
+    from sim.fleet.routers import make_router
+    wl = _workload(n=160, gap=2.5, blocks=70, seeds=3)
+    s = FleetSettings(replicas=4, router=router, router_config=config,
+                      replica_configs=[{}, {"block_size": 32, "num_gpu_blocks": 40}, {},
+                                       {"enable_prefix_caching": False}])
+    asked = []
+    real = fleet_mod.RoutingLoop._cached_prefix
+
+    def checked(self, req):
+        out = real(self, req)
+        assert out == [self._cached_blocks(i, req) for i in range(len(self.backends))]
+        asked.append(out)
+        return out
+    monkeypatch.setattr(fleet_mod.RoutingLoop, "_cached_prefix", checked)
+    indexed = simulate_fleet(wl, s, cost=MS)
+    assert len(asked) == 160 and any(0 < max(o[:3]) for o in asked) and all(o[3] == 0 for o in asked)
+    evicted = sum(int((t.kv["op"] == "evicted").sum()) for t in indexed.replicas)
+    assert evicted > 0   # the pools evicted: the index followed hashes leaving too
+    assert make_router(router, 4, config).reads_prefix_cache
+    monkeypatch.setattr(fleet_mod.RoutingLoop, "_prefix_indexes", lambda self: None)   # ask each pool
+    monkeypatch.setattr(fleet_mod.RoutingLoop, "_cached_prefix", real)
+    assert simulate_fleet(wl, s, cost=MS).to_bytes() == indexed.to_bytes()
+
+
+@pytest.mark.parametrize("where", ["workload", "replica"])
+def test_async_scheduling_is_refused_in_one_sentence(where):
+    """A replica steps the sync loop: a config asking for vLLM's async scheduling (the workload's,
+    or one replica's own) is refused, not silently run sync."""
+    wl = _workload(n=6) if where == "replica" else _workload(n=6, async_scheduling=True)
+    s = FleetSettings(replicas=2, replica_configs=[{}, {"async_scheduling": True}] if where == "replica" else None)
+    with pytest.raises(ValueError, match=r"^the fleet simulator runs sync scheduling only: set async_scheduling "
+                                         r"to false \([^()]*\)$"):
+        simulate_fleet(wl, s, cost=MS)
+    assert len(simulate_fleet(_workload(n=6, async_scheduling=False), FleetSettings(replicas=2), cost=MS).routes) == 6

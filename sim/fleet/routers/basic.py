@@ -53,6 +53,8 @@ class PowerOfTwo(Router):
     sources add to it comes from polling `GET /get_load`, which vLLM answers 404 (README of the
     fleet kit), so nothing is added. One worker: that one, nothing drawn."""
 
+    reads_drawn = True   # it reads the two drawn replicas' counts and nothing else
+
     def route(self, request, ctx):
         n = self.n
         if n == 1:

@@ -37,12 +37,8 @@ Decision.scores: "matched" (elements of the prompt each worker's part of the tre
 from __future__ import annotations
 
 from array import array
-from operator import attrgetter
-
 from ..radix import RadixTree
 from ..routing import Decision, Router, least_loaded, register_router
-
-_IN_FLIGHT = attrgetter("in_flight")
 
 FLAVORS = {
     "vllm": {"granularity": "token", "eviction_interval_ms": 120000, "max_tree_size": 33554432},
@@ -123,11 +119,12 @@ class CacheAware(Router):
         tree = self.tree
         key = self.key_of(request, ctx)
         self._pending = (request.id, key)
-        loads = list(map(float, map(_IN_FLIGHT, ctx.replicas)))
+        loads = ctx.in_flight
         lo, hi = min(loads), max(loads)
         plen = len(key)
         matched, node, path = tree.match(key)
-        scores = {"matched": tree.matched_per_tenant(path, n), "in_flight": loads}
+        scores = {"matched": tree.matched_per_tenant(path, n), "in_flight": list(map(float, loads))} \
+            if ctx.record_scores else {}
         rate = matched / plen if plen else 0.0
         detail = {"match_rate": rate, "matched": matched, "prompt_len": plen}
         everyone = self.everyone

@@ -49,6 +49,7 @@ def block_hashes(tokens, block_size: int) -> list:
 class KvCost(Router):
     defaults = {"prefill_load_scale": 1.0, "overlap_score_credit": 1.0, "router_temperature": 0.0,
                 "active_request_weight": 0.0}
+    reads_prefix_cache = True
 
     def __init__(self, num_replicas, config=None, seed=0):
         super().__init__(num_replicas, config, seed)
@@ -92,8 +93,7 @@ class KvCost(Router):
         n = self.n
         reps = ctx.replicas
         isl = len(ctx.prompt_tokens(request))
-        cached = ctx.cached_blocks
-        overlap = [float(cached(i, request)) for i in range(n)]
+        overlap = list(map(float, ctx.cached_prefix(request)))
         sizes = {r.block_size for r in reps}
         by_size = {bs: self._hashes(request, ctx, bs) for bs in sizes}
         present = self._present

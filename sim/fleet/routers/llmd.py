@@ -53,6 +53,7 @@ class PrecisePrefix(Router):
     block 0; then the tie rule picks among all)."""
 
     defaults = {"tie_break": "in_flight"}
+    reads_prefix_cache = True
 
     @classmethod
     def validate(cls, config):
@@ -67,33 +68,36 @@ class PrecisePrefix(Router):
 
     def route(self, request, ctx):
         n = self.n
-        cached = ctx.cached_blocks
-        blocks = [cached(i, request) for i in range(n)]
-        loads = list(map(float, map(_IN_FLIGHT, ctx.replicas)))
+        blocks = ctx.cached_prefix(request)
+        loads = ctx.in_flight
         best = max(blocks)
-        tied = [i for i in range(n) if blocks[i] == best]
-        if len(tied) == 1:
-            pick, reason = tied[0], "most_cached"
-        elif self.random_ties:
-            pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
+        if blocks.count(best) == 1:
+            pick = blocks.index(best)
+            tied = (pick,)
+            reason = "most_cached"
         else:
-            pick, reason = min(tied, key=lambda i: (loads[i], i)), "tie_in_flight"
+            tied = [i for i, b in enumerate(blocks) if b == best]
+            if self.random_ties:
+                pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
+            else:   # the lowest count, the first in worker order on a tie (min keeps the first)
+                pick, reason = min(tied, key=loads.__getitem__), "tie_in_flight"
         if best == 0:
             reason = "no_cache_hit"
-        scores = {"cached_blocks": [float(b) for b in blocks], "prefix": normalized_precise(blocks),
-                  "in_flight": loads}
+        scores = {"cached_blocks": list(map(float, blocks)), "prefix": normalized_precise(blocks),
+                  "in_flight": list(map(float, loads))} if ctx.record_scores else {}
         return Decision(pick, reason, self.everyone, scores, {"cached_blocks": best, "tied": tuple(tied)})
 
 
 class PrefixIndex:
     """GIE's approximate prefix index (`multi/prefix/indexer.go`): per server an LRU of block
     hashes of what was routed to it (capacity `lru_capacity` entries; adding a hash it holds
-    makes it the most recent), and hash -> servers."""
+    makes it the most recent), and hash -> servers (here a bitmask of them, so that a match
+    walks the prompt's hashes once for every server)."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.lru: dict[int, OrderedDict] = {}
-        self.servers: dict = {}
+        self.servers: dict[int, int] = {}
 
     def add(self, hashes, server: int) -> None:
         lru = self.lru.get(server)
@@ -101,6 +105,7 @@ class PrefixIndex:
             lru = self.lru[server] = OrderedDict()
         servers = self.servers
         cap = self.capacity
+        bit = 1 << server
         for h in hashes:
             if h in lru:
                 lru.move_to_end(h)
@@ -108,31 +113,42 @@ class PrefixIndex:
                 lru[h] = None
                 if len(lru) > cap:
                     old, _ = lru.popitem(last=False)
-                    s = servers.get(old)
-                    if s is not None:
-                        s.discard(server)
-                        if not s:
-                            del servers[old]
+                    m = servers.get(old, 0) & ~bit
+                    if m:
+                        servers[old] = m
+                    else:
+                        servers.pop(old, None)
         for h in hashes:
-            s = servers.get(h)
-            if s is None:
-                servers[h] = {server}
-            else:
-                s.add(server)
+            servers[h] = servers.get(h, 0) | bit
 
     def match(self, hashes, n: int) -> list:
         """matchLongestPrefix: walk the hashes while some server holds one; each server holding
-        a hash on the way gets one more (the source's count, not checked for gaps)."""
+        a hash on the way gets one more (the source's count, not checked for gaps). Runs of
+        hashes held by the same servers are counted together."""
         out = [0] * n
         servers = self.servers
+        run_mask, run = 0, 0
         for h in hashes:
-            s = servers.get(h)
-            if not s:
+            m = servers.get(h, 0)
+            if not m:
                 break
-            for i in s:
-                if i < n:
-                    out[i] += 1
+            if m == run_mask:
+                run += 1
+                continue
+            _add_bits(out, run_mask, run, n)
+            run_mask, run = m, 1
+        _add_bits(out, run_mask, run, n)
         return out
+
+
+def _add_bits(out: list, mask: int, k: int, n: int) -> None:
+    """out[i] += k for every bit i of mask below n."""
+    while mask:
+        low = mask & -mask
+        i = low.bit_length() - 1
+        if i < n:
+            out[i] += k
+        mask ^= low
 
 
 @register_router("weighted")
@@ -172,6 +188,7 @@ class Weighted(Router):
         c = self.config
         self.wq, self.wk, self.wp = float(c["queue_weight"]), float(c["kv_weight"]), float(c["prefix_weight"])
         self.precise = c["prefix"] == "precise"
+        self.reads_prefix_cache = self.precise
         self.block = int(c["hash_block_size"])
         self.max_blocks = int(c["max_prefix_blocks"])
         self.index = PrefixIndex(int(c["lru_capacity_per_server"]))
@@ -204,8 +221,7 @@ class Weighted(Router):
             queue = [(hi - w) / span for w in waiting]
         kv = [1.0 - u for u in map(_KV, reps)]
         if self.precise:
-            cached = ctx.cached_blocks
-            prefix = normalized_precise([cached(i, request) for i in range(n)])
+            prefix = normalized_precise(ctx.cached_prefix(request))
             detail = {}
         elif self.wp > 0:
             hashes = self.hashes(request, ctx)
