@@ -45,6 +45,8 @@ for _key in [k for k in st.session_state if isinstance(k, str) and k.startswith(
 # Start loading Plotly's JavaScript now, while the page computes (ui/primer.py).
 primer.send()
 try:
-    guarded(st.navigation(PAGES).run)  # an error no page expected: one plain line, details in the log
+    # expanded=True: every page in the sidebar, never behind "View N more" (Streamlit folds a
+    # menu of more than 12 pages when the sidebar holds other widgets too)
+    guarded(st.navigation(PAGES, expanded=True).run)  # an error no page expected: one plain line, details in the log
 finally:
     primer.clear()

@@ -7,6 +7,11 @@ chunks (a script run does at most CHUNK_S seconds of configs, keeps the rows in 
 reruns itself), so Stop, or any other click, takes effect between two configs; or on local
 worker processes or a Ray cluster in the background, the page polling for rows each CHUNK_S.
 
+The page opens on a result: the default search (the default grid on the default scenario, a
+second's work, cached for every visitor by st.cache_data) is already run. With the page's
+defaults it is the visitor's own search; with other settings it is shown as an example until
+"Run the search" runs theirs.
+
 A Ray cluster is the server's to choose, not a visitor's: results come back from it unpickled,
 so only the address in the SCHEDLAB_RAY_ADDRESS environment variable (or "local") is offered.
 """
@@ -55,6 +60,7 @@ SWEEP = {
 }
 DEFAULT_KNOBS = "max_num_seqs,max_num_batched_tokens"
 DEFAULT_SCENARIO = "random_500"
+DEFAULT_COST, DEFAULT_TTFT = "units", 4000.0
 
 
 def _apply_config(config: dict, cost: str | None = None) -> None:
@@ -66,8 +72,8 @@ PICKER = WorkloadPicker("cs", _apply_config)
 SETTINGS = PageSettings("cs", [
     *(Setting(s.key, DEFAULT_SCENARIO, str, choices=s.choices) if s.key == PICKER.scenario_key else s
       for s in PICKER.settings()),
-    Setting("keep_cs_cost", "units", str, choices=tuple(COST_PRESETS)),
-    Setting("keep_cs_ttft", 4000.0, float, bounds=(0, 1e12)),
+    Setting("keep_cs_cost", DEFAULT_COST, str, choices=tuple(COST_PRESETS)),
+    Setting("keep_cs_ttft", DEFAULT_TTFT, float, bounds=(0, 1e12)),
     Setting("keep_cs_tpot", 0.0, float, bounds=(0, 1e12)),
     Setting("keep_cs_e2e", 0.0, float, bounds=(0, 1e12)),
     Setting("keep_cs_knobs", DEFAULT_KNOBS, str),
@@ -121,6 +127,111 @@ def _start_background(job: SearchJob, configs: list[dict], backend: str):
         from sim.search_ray import RaySearch
         return RaySearch(job, configs, RAY_ADDRESS)
     return LocalSearch(job, configs, int(ss["keep_cs_workers"]))
+
+
+def _search_of(workload, knobs: list[str], texts: dict, cost: str, targets: dict):
+    """(grid, configs, job, slo, search id) of a search's settings; ValueError with one line."""
+    grid = Grid.parse({k: values_from_text(k, texts[k]) for k in knobs})
+    configs = grid.configs()
+    check_configs(workload, configs)
+    slo = {k: v for k, v in targets.items() if v}
+    job = SearchJob.make(workload, cost=cost, slo=slo or None)
+    search_id = hashlib.sha256(f"{job.workload_json}\0{json.dumps(grid.to_json())}\0{job.cost}\0{job.slo_json}"
+                               .encode()).hexdigest()[:16]
+    return grid, configs, job, slo, search_id
+
+
+def _default_search():
+    """The search of the page's default settings (the one it opens on)."""
+    from sim import scenarios
+    knobs = DEFAULT_KNOBS.split(",")
+    return _search_of(scenarios.workload(DEFAULT_SCENARIO), knobs, {k: SWEEP[k][1] for k in knobs}, DEFAULT_COST,
+                      {"ttft": DEFAULT_TTFT})
+
+
+@st.cache_data(show_spinner="Running the default search…", max_entries=2)
+def _opening_rows(search_id: str, _job: SearchJob, _configs: list[dict]) -> list[dict]:
+    """The default search's rows, run once per server (about 0.4 s: 9 configs x 500 requests)."""
+    runner = Runner(_job)
+    return [runner.run(c) for c in _configs]
+
+
+def show_results(grid, configs, rows: dict, job: SearchJob, slo: dict, knobs: list[str], example: bool) -> None:
+    """The best config, the frontier, the heatmap and the table of the configs run (rows: config
+    index -> its row). example: the default search shown beside other settings (fixed axes,
+    its own Playback link)."""
+    unit = cost_from_preset(job.cost).time_unit
+    done_idx = sorted(rows)
+    done = len(done_idx)
+    if done < len(configs):
+        st.warning(f"Stopped after {done:,} of {len(configs):,} configs: the results below are theirs.",
+                   icon=":material/pause_circle:")
+    if done == 0:
+        primer.stop()
+    configs_done = [configs[i] for i in done_idx]
+    rows = [rows[i] for i in done_idx]
+    b = best(rows)
+    failed = sum(1 for r in rows if r.get("error"))
+    if failed:
+        st.warning(f"{failed:,} configs could not run to the end (their error is in the table).", icon=":material/warning:")
+    if b is None:
+        primer.stop()
+
+    r = rows[b]
+    has_slo = r.get("goodput") is not None
+    st.subheader("The best config")
+    st.markdown(f"**Config {done_idx[b] + 1}**: {describe(configs_done[b])}"
+                + (" (the most goodput; ties go to more throughput, then the lower p99 TTFT)" if has_slo
+                   else " (no SLO targets: the most throughput)"))
+    m = st.columns(4)
+    m[0].metric(f"Goodput (requests / {unit})", fmt(r.get("goodput")) if has_slo else "–")
+    m[1].metric("Met the SLO", fmt(100 * r["slo_attainment"], "%") if has_slo and r.get("slo_attainment") is not None
+                else "–")
+    m[2].metric(f"Throughput (tokens / {unit})", fmt(r.get("throughput")))
+    m[3].metric(f"p99 TTFT ({unit})", fmt(r.get("ttft_p99")))
+
+    source, scenario = (BUILTIN, DEFAULT_SCENARIO) if example else (ss[PICKER.source_key], ss[PICKER.scenario_key])
+    params = {"pb_source": source, "pb_scenario": scenario, "pb_cost": job.cost}
+    for k, v in configs_done[b].items():
+        params[SWEEP[k][2]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    st.link_button("Open the best config on Playback", "playback?" + urlencode(params), icon=":material/open_in_new:")
+    if source != BUILTIN:
+        st.caption("Playback opens with these settings; upload the same workload file there.")
+
+    st.subheader("Throughput against p99 TTFT")
+    st.caption("Each point is a config. The blue line joins the frontier: the configs no other beats on both "
+               "axes at once. The dashed line is the TTFT target (a request's, so a p99 left of it means at "
+               "least 99% met it).")
+    st.plotly_chart(frontier_figure(rows, configs_done, unit, slo.get("ttft"), b, [i + 1 for i in done_idx]),
+                    key="cs_frontier", theme=None,
+                    config={"displaylogo": False})
+
+    st.subheader("Goodput over two knobs" if has_slo else "Throughput over two knobs")
+    if example:   # the default search's own axes: the selectors belong to the visitor's search
+        kx, ky = knobs[0], knobs[1]
+        st.caption("Each cell is that pair of values' config.")
+        st.plotly_chart(goodput_heatmap(rows, configs_done, kx, ky, unit, "goodput" if has_slo else "throughput"),
+                        key="cs_heatmap", theme=None, config={"displaylogo": False})
+    elif len(knobs) >= 1:
+        for key, pos in (("keep_cs_hx", 0), ("keep_cs_hy", 1)):
+            if ss.get(key) not in knobs:
+                ss[key] = knobs[min(pos, len(knobs) - 1)]
+        h1, h2 = st.columns(2)
+        kx = h1.selectbox("Across", knobs, key="keep_cs_hx", format_func=lambda k: SWEEP[k][0])
+        ky = h2.selectbox("Down", knobs, key="keep_cs_hy", format_func=lambda k: SWEEP[k][0]) if len(knobs) > 1 else None
+        if ky == kx:
+            ky = None
+        st.caption("Each cell is the best of the configs with that pair of values (over any other knob swept).")
+        st.plotly_chart(goodput_heatmap(rows, configs_done, kx, ky, unit, "goodput" if has_slo else "throughput"),
+                        key="cs_heatmap", theme=None, config={"displaylogo": False})
+        SETTINGS.sync_url()
+    else:
+        st.caption("Pick a knob to sweep on the left to see a heatmap.")
+
+    st.subheader("Every config")
+    st.dataframe(table_rows(grid, rows, done_idx), hide_index=True, key="cs_table")
+    st.download_button("The table (CSV)", data=to_csv(grid, rows, done_idx), file_name="search.csv", mime="text/csv", on_click="ignore", key="cs_dl_csv",
+                       icon=":material/download:")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,17 +289,13 @@ workload = PICKER.require()
 
 knobs = _knobs()
 try:
-    grid = Grid.parse({k: values_from_text(k, ss[f"keep_cs_v_{k}"]) for k in knobs})
-    configs = grid.configs()
-    check_configs(workload, configs)
-    slo = {k: ss[f"keep_cs_{k}"] for k in ("ttft", "tpot", "e2e") if ss.get(f"keep_cs_{k}")}
-    job = SearchJob.make(workload, cost=ss["keep_cs_cost"], slo=slo or None)
+    grid, configs, job, slo, search_id = _search_of(
+        workload, knobs, {k: ss[f"keep_cs_v_{k}"] for k in knobs}, ss["keep_cs_cost"],
+        {k: ss.get(f"keep_cs_{k}") for k in ("ttft", "tpot", "e2e")})
 except ValueError as e:
     st.error(f"This search cannot run: {e}.", icon=":material/error:")
     primer.stop()
 
-search_id = hashlib.sha256(f"{job.workload_json}\0{json.dumps(grid.to_json())}\0{job.cost}\0{job.slo_json}"
-                           .encode()).hexdigest()[:16]
 run = ss.get(RUN)
 if run is not None and run["id"] != search_id:  # the settings changed: that table is not this search's
     _drop_search(ss.pop(RUN))
@@ -205,103 +312,56 @@ st.caption("Bigger grids: the same search from the command line, on local proces
            "same table: `python -m sim search W.json --grid G.json --slo '{\"ttft\": 400}' -o OUT.csv "
            "[--workers N | --ray ADDRESS|local]`.")
 
+example = None   # the default search, shown while this one has not run
 if run is None:
-    st.info("Press **Run the search** to try every config.", icon=":material/tune:")
-    primer.stop()
-
-rows = run["rows"]  # config index -> its row
-if run["running"]:
-    def progress_text():
-        return f"{len(rows):,} of {len(configs):,} configs run"
-    bar = st.progress(len(rows) / len(configs), text=progress_text())
-    backend = run.get("backend", "here")
-    if backend == "here":
-        runner, t0 = Runner(job), time.perf_counter()
-        while len(rows) < len(configs) and time.perf_counter() - t0 < CHUNK_S:
-            rows[len(rows)] = runner.run(configs[len(rows)])  # kept in the session at once: a Stop loses nothing
-            bar.progress(len(rows) / len(configs), text=progress_text())
-        if len(rows) < len(configs):
-            st.rerun()  # the next chunk, after any click that came meanwhile
+    d_grid, d_configs, d_job, d_slo, d_id = _default_search()
+    d_rows = dict(enumerate(_opening_rows(d_id, d_job, d_configs)))
+    if d_id == search_id:   # the page's defaults: the opening result is this very search
+        run = ss[RUN] = {"id": search_id, "rows": d_rows, "running": False, "stopped": False, "backend": "here",
+                         "opening": True}
     else:
-        if run.get("search") is None:
-            try:
-                run["search"] = _start_background(job, configs, backend)
-            except ValueError as e:
-                run["running"] = False
-                st.error(f"The search could not start: {e}", icon=":material/error:")
-                primer.stop()
-        search = run["search"]
-        for i, row, _where, _sec in search.poll(CHUNK_S):
-            rows[i] = row
-        bar.progress(len(rows) / len(configs), text=progress_text())
-        if not search.done:
-            st.rerun()
-        run.pop("search", None)
-    run["running"] = False
-    st.rerun()  # redraw the buttons: the search is done
+        example = (d_grid, d_configs, d_rows, d_job, d_slo, DEFAULT_KNOBS.split(","))
+        st.info("Press **Run the search** to try every config of the settings on the left. Until then, below: "
+                f"the default search ({len(d_configs)} configs on the built-in {DEFAULT_SCENARIO} scenario), "
+                "already run.", icon=":material/tune:")
+if run is not None and run.get("opening"):
+    st.caption("Already run: the page's default search (a second's work, cached). Change the knobs on the left "
+               "and press **Run the search**.")
 
-done_idx = sorted(rows)
-done = len(done_idx)
-if done < len(configs):
-    st.warning(f"Stopped after {done:,} of {len(configs):,} configs: the results below are theirs.",
-               icon=":material/pause_circle:")
-if done == 0:
-    primer.stop()
-configs_done = [configs[i] for i in done_idx]
-rows = [rows[i] for i in done_idx]
-b = best(rows)
-failed = sum(1 for r in rows if r.get("error"))
-if failed:
-    st.warning(f"{failed:,} configs could not run to the end (their error is in the table).", icon=":material/warning:")
-if b is None:
-    primer.stop()
+if example is None:
+    rows = run["rows"]  # config index -> its row
+    if run["running"]:
+        def progress_text():
+            return f"{len(rows):,} of {len(configs):,} configs run"
+        bar = st.progress(len(rows) / len(configs), text=progress_text())
+        backend = run.get("backend", "here")
+        if backend == "here":
+            runner, t0 = Runner(job), time.perf_counter()
+            while len(rows) < len(configs) and time.perf_counter() - t0 < CHUNK_S:
+                rows[len(rows)] = runner.run(configs[len(rows)])  # kept in the session at once: a Stop loses nothing
+                bar.progress(len(rows) / len(configs), text=progress_text())
+            if len(rows) < len(configs):
+                st.rerun()  # the next chunk, after any click that came meanwhile
+        else:
+            if run.get("search") is None:
+                try:
+                    run["search"] = _start_background(job, configs, backend)
+                except ValueError as e:
+                    run["running"] = False
+                    st.error(f"The search could not start: {e}", icon=":material/error:")
+                    primer.stop()
+            search = run["search"]
+            for i, row, _where, _sec in search.poll(CHUNK_S):
+                rows[i] = row
+            bar.progress(len(rows) / len(configs), text=progress_text())
+            if not search.done:
+                st.rerun()
+            run.pop("search", None)
+        run["running"] = False
+        st.rerun()  # redraw the buttons: the search is done
 
-r = rows[b]
-has_slo = r.get("goodput") is not None
-st.subheader("The best config")
-st.markdown(f"**Config {done_idx[b] + 1}**: {describe(configs_done[b])}"
-            + (" (the most goodput; ties go to more throughput, then the lower p99 TTFT)" if has_slo
-               else " (no SLO targets: the most throughput)"))
-m = st.columns(4)
-m[0].metric(f"Goodput (requests / {unit})", fmt(r.get("goodput")) if has_slo else "–")
-m[1].metric("Met the SLO", fmt(100 * r["slo_attainment"], "%") if has_slo and r.get("slo_attainment") is not None
-            else "–")
-m[2].metric(f"Throughput (tokens / {unit})", fmt(r.get("throughput")))
-m[3].metric(f"p99 TTFT ({unit})", fmt(r.get("ttft_p99")))
 
-params = {"pb_source": ss[PICKER.source_key], "pb_scenario": ss[PICKER.scenario_key], "pb_cost": job.cost}
-for k, v in configs_done[b].items():
-    params[SWEEP[k][2]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-st.link_button("Open the best config on Playback", "playback?" + urlencode(params), icon=":material/open_in_new:")
-if ss[PICKER.source_key] != BUILTIN:
-    st.caption("Playback opens with these settings; upload the same workload file there.")
-
-st.subheader("Throughput against p99 TTFT")
-st.caption("Each point is a config. The blue line joins the frontier: the configs no other beats on both "
-           "axes at once. The dashed line is the TTFT target (a request's, so a p99 left of it means at "
-           "least 99% met it).")
-st.plotly_chart(frontier_figure(rows, configs_done, unit, slo.get("ttft"), b, [i + 1 for i in done_idx]),
-                key="cs_frontier", theme=None,
-                config={"displaylogo": False})
-
-st.subheader("Goodput over two knobs" if has_slo else "Throughput over two knobs")
-if len(knobs) >= 1:
-    for key, pos in (("keep_cs_hx", 0), ("keep_cs_hy", 1)):
-        if ss.get(key) not in knobs:
-            ss[key] = knobs[min(pos, len(knobs) - 1)]
-    h1, h2 = st.columns(2)
-    kx = h1.selectbox("Across", knobs, key="keep_cs_hx", format_func=lambda k: SWEEP[k][0])
-    ky = h2.selectbox("Down", knobs, key="keep_cs_hy", format_func=lambda k: SWEEP[k][0]) if len(knobs) > 1 else None
-    if ky == kx:
-        ky = None
-    st.caption("Each cell is the best of the configs with that pair of values (over any other knob swept).")
-    st.plotly_chart(goodput_heatmap(rows, configs_done, kx, ky, unit, "goodput" if has_slo else "throughput"),
-                    key="cs_heatmap", theme=None, config={"displaylogo": False})
-    SETTINGS.sync_url()
+if example is not None:
+    show_results(*example, example=True)
 else:
-    st.caption("Pick a knob to sweep on the left to see a heatmap.")
-
-st.subheader("Every config")
-st.dataframe(table_rows(grid, rows, done_idx), hide_index=True, key="cs_table")
-st.download_button("The table (CSV)", data=to_csv(grid, rows, done_idx), file_name="search.csv", mime="text/csv", on_click="ignore", key="cs_dl_csv",
-                   icon=":material/download:")
+    show_results(grid, configs, run["rows"], job, slo, knobs, example=False)

@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .limits import EXPECTED, FORMATS, FORMATS_HELP, UnknownFormat  # noqa: F401  (the formats, named once)
 from .limits import MAX_ARRIVAL_TIME, MAX_REQUESTS, MAX_TENANTS, MAX_TOKENS
 from .workload import PROMPT_BLOCK_TOKENS, Request, Workload
 
@@ -57,11 +58,6 @@ MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 DEFAULT_COST = "a100-8B-fp16"
 PIECE_BYTES = 8 << 20  # a progress tick per piece; big enough that the per-piece cost is noise
 MAX_UNZIPPED_BYTES = 1 << 30
-
-EXPECTED = ("a workload JSON ({\"config\": {...}, \"requests\": [...]}), an Azure LLM inference trace "
-            "(CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens), a BurstGPT trace (CSV with the "
-            "header Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type) or a Mooncake "
-            "trace (JSON lines with timestamp, input_length, output_length and hash_ids)")
 
 Progress = Callable[[int, int], None]
 
@@ -133,7 +129,7 @@ def sniff(data: bytes) -> str | None:
 
 
 def not_a_known_format(data: bytes) -> str:
-    """A plain sentence for bytes that are neither a workload JSON nor a trace read here."""
+    """A plain one-line sentence for bytes that are neither a workload JSON nor a trace read here."""
     line = _first_line(data)
     try:
         line.decode("utf-8")
@@ -141,9 +137,11 @@ def not_a_known_format(data: bytes) -> str:
         return f"the file is not UTF-8 text; expected {EXPECTED}"
     if not line:
         return f"the file is empty; expected {EXPECTED}"
-    # the names shown are cut to letters, digits and a few marks: error boxes render markdown
-    names = [re.sub(r"[^\w .-]", "", c)[:24] for c in _header(line)[:6]]
-    shown = ", ".join(repr(n) for n in names) + (", ..." if len(_header(line)) > 6 else "")
+    # the names shown are cut to letters, digits and a few marks (error boxes render markdown), and
+    # to three of at most 12 characters: the sentence stays one short line
+    cols = _header(line)
+    names = [re.sub(r"[^\w .-]", "", c)[:12] for c in cols[:3]]
+    shown = ", ".join(repr(n) for n in names) + (", ..." if len(cols) > 3 else "")
     return f"its first line (columns {shown}) is none of the formats read here; expected {EXPECTED}"
 
 
@@ -157,7 +155,7 @@ def json_lines_problem(data: bytes) -> str | None:
     if not isinstance(first, dict) or "requests" in first:
         return None
     missing = [k for k in MOONCAKE_KEYS if k not in first]
-    return (f"its lines are JSON objects but not a Mooncake trace's (the first has no {', '.join(missing)}); "
+    return (f"its lines are JSON objects but not a Mooncake trace's (no {', '.join(missing)}); "
             f"expected {EXPECTED}")
 
 
@@ -361,7 +359,7 @@ def read_columns(data: bytes, kind: str | None = None, progress: Progress | None
     """The rows of a trace file (unzipped bytes) as columns; ValueError with a plain message."""
     kind = kind or sniff(data)
     if kind not in READERS:
-        raise ValueError(not_a_known_format(data))
+        raise UnknownFormat(not_a_known_format(data))
     return READERS[kind](data.removeprefix(b"\xef\xbb\xbf"), progress)
 
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass, fields
 from typing import Callable, Iterable
 
 from .cost import COST_PRESETS, cost_from_preset
+from .limits import shown
 from .metrics import summary
 from .scheduler import SchedulerConfig
 from .simulate import check_fits, max_model_len_for, resolve_config, scheduler_names, simulate
@@ -145,17 +146,17 @@ def _check_fleet_value(knob: str, v, routers: list | None = None) -> None:
     from .fleet.fleet import MAX_REPLICAS
     if knob == "replicas":
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_REPLICAS:
-            raise ValueError(f"replicas must be a whole number from 1 to {MAX_REPLICAS:,}, not {json.dumps(v)}")
+            raise ValueError(f"replicas must be a whole number from 1 to {MAX_REPLICAS:,}, not {_brief(v)}")
     elif knob == "router":
         names = list(_routers())
         if v not in names:
-            raise ValueError(f"router {json.dumps(v)} is not one; known: {', '.join(names)}")
+            raise ValueError(f"router {_brief(v)} is not one; known: {', '.join(names)}")
     elif knob in _FLEET_TIMES:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"{knob} must be a time, 0 or more (in the run's time unit), not {json.dumps(v)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v < 0:
+            raise ValueError(f"{knob} must be a time, 0 or more (in the run's time unit), not {_brief(v)}")
     elif knob == "router_seed":
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**63:
-            raise ValueError(f"router_seed must be a whole number, 0 or more, not {json.dumps(v)}")
+            raise ValueError(f"router_seed must be a whole number, 0 or more, not {_brief(v)}")
     elif routers is not None:   # router.<setting>: as each of `routers` that has it checks it
         setting = knob[len(ROUTER_SETTING):]
         classes = _routers()
@@ -164,12 +165,40 @@ def _check_fleet_value(knob: str, v, routers: list | None = None) -> None:
                 classes[name].check_config({setting: v})
 
 
+def _finite(v) -> bool:
+    """A finite number, a float() of it included (a JSON integer of 400 digits is not)."""
+    return abs(v) <= 1e308 if isinstance(v, int) else math.isfinite(v)
+
+
+def _brief(v) -> str:
+    """A value as a one-line message shows it: its JSON, cut to 24 characters."""
+    try:
+        text = json.dumps(v)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
 def _unknown_knob(knob: str) -> str:
+    """One line: the unknown knob, the nearest known ones; `python -m sim search --help` lists them all."""
+    import difflib
     if knob.startswith(ROUTER_SETTING):
-        return (f"{knob} is not a setting of any router; their settings: "
-                f"{', '.join(k[len(ROUTER_SETTING):] for k in router_setting_names())}")
-    return (f"unknown knob {knob!r} in the grid; known: {', '.join(knob_names())}; for a fleet: "
-            f"{', '.join(FLEET_KNOBS)} and router.<a router's setting>")
+        names = [k[len(ROUTER_SETTING):] for k in router_setting_names()]
+        near = difflib.get_close_matches(knob[len(ROUTER_SETTING):], names, n=3)
+        return (f"{knob if len(knob) <= 40 else knob[:37] + '...'} is not a setting of any router"
+                + (f"; did you mean {', '.join(near)}?" if near else "") + " (sim search --help lists them)")
+    near = difflib.get_close_matches(knob, list(knob_names()) + list(FLEET_KNOBS), n=3)
+    return (f"unknown knob {shown(knob)} in the grid" + (f"; did you mean {', '.join(near)}?" if near else "")
+            + " (sim search --help lists them)")
+
+
+def knobs_help() -> str:
+    """Every knob a grid may sweep, for `python -m sim search --help`."""
+    import textwrap
+    parts = [f"scheduler knobs: {', '.join(knob_names())}",
+             f"fleet knobs: {', '.join(FLEET_KNOBS)}",
+             f"router settings (router.<name>): {', '.join(k[len(ROUTER_SETTING):] for k in router_setting_names())}"]
+    return "\n".join(textwrap.fill(p, 100, initial_indent="  ", subsequent_indent="    ") for p in parts)
 
 
 def _check_router_settings(obj: dict) -> None:
@@ -201,7 +230,7 @@ def _check_value(knob: str, v) -> None:
         return
     if knob == "scheduler":
         if v not in scheduler_names():
-            raise ValueError(f"scheduler {v!r} is not one; known: {', '.join(scheduler_names())}")
+            raise ValueError(f"scheduler {shown(v)} is not one; known: {', '.join(scheduler_names())}")
         return
     default = _FIELD_DEFAULTS[knob]
     if knob == "max_model_len":
@@ -214,19 +243,19 @@ def _check_value(knob: str, v) -> None:
     elif isinstance(default, int):
         ok, want = isinstance(v, int) and not isinstance(v, bool), "a whole number"
     elif isinstance(default, float):
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v)
         want = "a number"
     else:
         ok, want = isinstance(v, str), "text"
     if not ok:
-        raise ValueError(f"{knob} must be {want}, not {json.dumps(v)}")
+        raise ValueError(f"{knob} must be {want}, not {_brief(v)}")
 
 
 def values_from_text(knob: str, text: str) -> list:
     """A knob's values typed as a comma-separated list ("8, 16, 32"; "fcfs, sjf"; "true, false"),
     as the knob's type wants them; ValueError with a plain message."""
     if knob not in knob_names() and knob not in fleet_knob_names():
-        raise ValueError(f"unknown knob {knob!r}")
+        raise ValueError(f"unknown knob {shown(knob)}")
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     if not parts:
         raise ValueError(f"give {knob} at least one value")
@@ -256,7 +285,7 @@ def values_from_text(knob: str, text: str) -> list:
         except ValueError:
             want = "true or false" if isinstance(default, bool) else "whole numbers" if isinstance(
                 default, int) or knob == "max_model_len" else "numbers"
-            raise ValueError(f"{knob} takes {want}, not {p!r}") from None
+            raise ValueError(f"{knob} takes {want}, not {shown(p)}") from None
     return out
 
 
@@ -286,7 +315,7 @@ class Grid:
         n = 1
         for knob, vals in obj.items():
             if not isinstance(vals, list) or not vals:
-                raise ValueError(f"the grid's {knob} must be a non-empty list of values, not {json.dumps(vals)}")
+                raise ValueError(f"the grid's {knob} must be a non-empty list of values, not {_brief(vals)}")
             for v in vals:
                 try:
                     _check_value(knob, v)
@@ -334,6 +363,13 @@ def describe(config: dict) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in config.items()) or "the workload's own config"
 
 
+def _describe_brief(config: dict, room: int = 100) -> str:
+    """describe() for a one-line refusal: each value cut, at most `room` characters (12 or more) in all."""
+    room = max(room, 12)
+    text = ", ".join(f"{k}={_brief(v)}" for k, v in config.items()) or "the workload's own config"
+    return text if len(text) <= room else text[:room - 3] + "..."
+
+
 def check_configs(workload: Workload, configs: Iterable[dict]) -> None:
     """Every config over `workload` as the simulator will read it: known values in range, a KV pool
     that holds the longest request. ValueError naming the first that fails."""
@@ -348,11 +384,13 @@ def check_configs(workload: Workload, configs: Iterable[dict]) -> None:
                 make_router(settings.router, settings.replicas, settings.router_config, settings.seed)
             cfg, mode = resolve_config(workload, sched)
             if mode not in scheduler_names():
-                raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(scheduler_names())}")
+                raise ValueError(f"unknown scheduler {shown(mode)}; known: {', '.join(scheduler_names())}")
             cfg.validate()
             check_fits(workload, cfg, max_model_len_for(workload, cfg))
         except (ValueError, TypeError) as e:
-            raise ValueError(f"config {i + 1} of {len(configs)} ({describe(overrides)}): {e}") from None
+            head = f"config {i + 1} of {len(configs)}"
+            room = 200 - len(f"{head} (): {e}")   # the whole refusal one line of at most 200 characters
+            raise ValueError(f"{head} ({_describe_brief(overrides, room)}): {e}") from None
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,14 @@ HELP = ("run every combination of a grid of scheduler (or fleet: replicas, route
 
 
 def add_search_parser(sub) -> None:
-    p = sub.add_parser("search", help=HELP, description=HELP)
-    p.add_argument("workload", help="a workload file (anything the dashboard's upload reads)")
+    import argparse
+
+    from .limits import FORMATS_HELP
+    from .search import knobs_help
+    p = sub.add_parser("search", help=HELP, description=HELP,
+                       epilog=f"{FORMATS_HELP}\n\nThe knobs a grid may sweep:\n{knobs_help()}",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", help="a workload file (anything the dashboard's upload reads; below)")
     p.add_argument("--grid", required=True,
                    help='JSON object (a file, or the text itself) of knob -> values, e.g. {"max_num_seqs": [8, 16], '
                         '"policy": ["fcfs", "sjf"], "preemption_mode": ["recompute", "swap"], "num_gpu_blocks": '

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .limits import shown
 from .metrics import per_request
 from .trace import Trace
 
@@ -31,11 +32,18 @@ TARGETS = ("ttft", "tpot", "e2e")
 _REL_TOL = 1e-9  # step times are float sums: a target equal to the latency counts as met
 
 
+def _cut(name: str) -> str:
+    """A name as a one-line message shows it: at most 24 characters."""
+    return name if len(name) <= 24 else name[:21] + "..."
+
+
 def _target(name: str, v, where: str) -> float | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"SLO {where}{name} must be a number, not {v!r}")
+        raise ValueError(f"SLO {where}{name} must be a number, not {shown(v)}")
+    if isinstance(v, int) and abs(v) > 1e308:   # float() of it would overflow
+        raise ValueError(f"SLO {where}{name} must be a positive finite number, not {shown(v)}")
     v = float(v)
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"SLO {where}{name} must be a positive finite number, not {v!r}")
@@ -87,7 +95,8 @@ class SLO:
         allowed = set(TARGETS) | ({"tenants", "priorities"} if nested else set())
         unknown = sorted(str(k) for k in set(d) - allowed)
         if unknown:
-            raise ValueError(f"unknown SLO keys {where}: {', '.join(unknown)} (known: {', '.join(sorted(allowed))})"
+            names = ", ".join(_cut(u) for u in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+            raise ValueError(f"unknown SLO keys {where}: {names} (known: {', '.join(sorted(allowed))})"
                              .replace(" :", ":"))
         targets = {k: _target(k, d.get(k), where) for k in TARGETS}
         tenants, priorities = {}, {}
@@ -95,7 +104,7 @@ class SLO:
             t = d.get("tenants") or {}
             if not isinstance(t, dict):
                 raise ValueError("SLO tenants must be an object: tenant name -> targets")
-            tenants = {str(k): cls._from_dict(v, f"tenant {k!s} ", nested=False) for k, v in t.items()}
+            tenants = {str(k): cls._from_dict(v, f"tenant {_cut(str(k))} ", nested=False) for k, v in t.items()}
             p = d.get("priorities") or {}
             if not isinstance(p, dict):
                 raise ValueError("SLO priorities must be an object: priority number -> targets")
@@ -103,10 +112,10 @@ class SLO:
                 try:
                     key = int(k)
                 except (TypeError, ValueError):
-                    raise ValueError(f"SLO priority {k!r} is not a whole number") from None
+                    raise ValueError(f"SLO priority {shown(k)} is not a whole number") from None
                 if isinstance(k, float) or str(key) != str(k).strip():
-                    raise ValueError(f"SLO priority {k!r} is not a whole number")
-                priorities[key] = cls._from_dict(v, f"priority {key} ", nested=False)
+                    raise ValueError(f"SLO priority {shown(k)} is not a whole number")
+                priorities[key] = cls._from_dict(v, f"priority {shown(key)} ", nested=False)
         return cls(**targets, per_tenant=tenants, per_priority=priorities)
 
     def to_json(self) -> dict:

@@ -1,4 +1,5 @@
-"""The Choosing settings page under AppTest: a search over the default grid, its best config, the
+"""The Choosing settings page under AppTest: it opens on the default search already run (or shows
+it as an example beside other settings), a search over the default grid, its best config, the
 charts, the link to Playback, settings in the URL, bad values, a stopped search."""
 from __future__ import annotations
 
@@ -37,14 +38,48 @@ def expected():
     return grid, rows
 
 
-def test_the_page_opens_ready_to_search_the_default_grid():
+def test_the_page_opens_on_the_default_search_already_run(expected):
+    grid, rows = expected
     at = open_page()
     assert at.title[0].value == "Choosing settings"
     assert at.multiselect(key="cs_knob_pick").value == ["max_num_seqs", "max_num_batched_tokens"]
     assert at.text_input(key="keep_cs_v_max_num_seqs").value == "8, 16, 32"
     assert any("9 configs × 500 requests" in c.value for c in at.caption)
-    assert not at.get("plotly_chart")   # nothing has run yet
-    assert at.button(key="cs_stop_button").disabled
+    assert any(c.value.startswith("Already run: the page's default search") for c in at.caption)
+    # the opening result is this search's own, its rows the core's, before any click
+    run = at.session_state["cs_run"]
+    assert run["opening"] and not run["running"] and sorted(run["rows"]) == list(range(len(grid)))
+    assert to_csv(grid, [run["rows"][i] for i in range(len(grid))]) == to_csv(grid, rows)
+    specs = chart_specs(at)
+    assert specs["cs_frontier"]["layout"]["meta"]["configs"] == 9
+    assert specs["cs_frontier"]["layout"]["meta"]["best"] == best(rows) + 1
+    assert specs["cs_heatmap"]["layout"]["meta"]["x"] == ["8", "16", "32"]
+    b = best(rows)
+    assert any(f"**Config {b + 1}**: {describe(grid.configs()[b])}" in m.value for m in at.markdown)
+    assert at.button(key="cs_stop_button").disabled and not at.button(key="cs_run_button").disabled
+    assert not at.warning
+
+
+def test_other_settings_open_on_the_default_search_as_an_example_until_run(expected):
+    grid, rows = expected
+    at = open_page(cs_v_max_num_seqs="8, 32", cs_v_max_num_batched_tokens="128, 512")
+    assert "cs_run" not in at.session_state   # nothing of this search has run
+    assert any("4 configs × 500 requests" in c.value for c in at.caption)
+    assert any("the default search (9 configs on the built-in random_500 scenario), already run" in i.value
+               for i in at.info)
+    specs = chart_specs(at)
+    assert specs["cs_frontier"]["layout"]["meta"]["configs"] == 9   # the example's, not this search's
+    assert specs["cs_heatmap"]["layout"]["meta"]["x"] == ["8", "16", "32"]
+    query = dict(parse_qsl(urlsplit(at.get("link_button")[0].proto.url).query))
+    assert query["pb_scenario"] == "random_500"
+    assert query["pb_max_seqs"] == str(grid.configs()[best(rows)]["max_num_seqs"])
+    assert "keep_cs_hx" not in {getattr(w, "key", None) for w in at.get("selectbox")}   # its axes are fixed
+    # Run the search: the visitor's own four configs replace the example
+    at.button(key="cs_run_button").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert not any("already run" in i.value for i in at.info)
+    assert chart_specs(at)["cs_frontier"]["layout"]["meta"]["configs"] == 4
+    assert chart_specs(at)["cs_heatmap"]["layout"]["meta"]["x"] == ["8", "32"]
 
 
 def test_a_search_runs_every_config_and_names_the_best(searched, expected):

@@ -18,6 +18,7 @@ import pytest
 from sim import public_traces as pt
 from sim.cost import cost_from_preset
 from sim.inputs import parse_workload
+from sim.limits import FORMATS, UnknownFormat
 from sim.metrics import summary
 from sim.simulate import simulate
 from sim.trace import Trace
@@ -203,9 +204,13 @@ def test_other_files_get_a_plain_message(data, message):
     with pytest.raises(ValueError) as e:
         parse_workload(data, "x")
     assert message in str(e.value), str(e.value)
-    assert "\n" not in str(e.value)
-    if "none of the formats" in message or "empty" in message or "UTF-8" in message:
-        assert "TIMESTAMP,ContextTokens,GeneratedTokens" in str(e.value) and "hash_ids" in str(e.value)
+    assert "\n" not in str(e.value) and len(str(e.value)) <= 200, str(e.value)   # one short line
+    if "none of the formats" in message or "empty" in message or "UTF-8" in message or "Mooncake" in message:
+        # it names the formats; what each looks like the page shows under it, and `sim run --help`
+        assert isinstance(e.value, UnknownFormat), type(e.value)
+        assert all(f in str(e.value) for f in ("workload JSON", "Azure", "BurstGPT", "Mooncake")), str(e.value)
+        assert any("TIMESTAMP,ContextTokens,GeneratedTokens" in what for _, what in FORMATS)
+        assert any("hash_ids" in what for _, what in FORMATS)
 
 
 def test_workload_json_still_reads_as_before():

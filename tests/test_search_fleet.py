@@ -137,7 +137,7 @@ def test_a_router_setting_applies_to_the_grids_routers_that_have_it(job):
     ({"replicas": [2.5]}, "in the grid: replicas must be a whole number from 1 to 1,024, not 2.5"),
     ({"router": ["round_robin", "vllm-router"]}, 'in the grid: router "vllm-router" is not one; known: round_robin,'),
     ({"router": ["cache_aware"], "router.cache_treshold": [0.5]},
-     "router.cache_treshold is not a setting of any router; their settings:"),
+     "router.cache_treshold is not a setting of any router; did you mean cache_threshold"),
     ({"router": ["cache_aware"], "router.cache_threshold": [float("nan")]},
      "in the grid: router setting cache_threshold must be a finite number, 0 or more, not nan"),
     ({"router": ["cache_aware"], "router.balance_abs_threshold": [1.5]},
@@ -145,7 +145,7 @@ def test_a_router_setting_applies_to_the_grids_routers_that_have_it(job):
     ({"refresh_interval": [-1]}, "in the grid: refresh_interval must be a time, 0 or more (in the run's time unit), "
                                  "not -1"),
     ({"router_seed": [True]}, "in the grid: router_seed must be a whole number, 0 or more, not true"),
-    ({"replica": [2]}, "unknown knob 'replica' in the grid; known: scheduler,"),
+    ({"replica": [2]}, "unknown knob 'replica' in the grid; did you mean replicas"),
 ])
 def test_a_bad_fleet_grid_is_one_plain_sentence(grid, message):
     with pytest.raises(ValueError) as e:

@@ -36,3 +36,10 @@ def plain(text) -> str:
     """Text from a log, a recording or a user made inert for st.markdown (no links, emphasis,
     colour tags): control characters become spaces, markdown's specials are escaped."""
     return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
+
+
+def short_name(name, at_most: int = 32) -> str:
+    """A file's name as a one-line message shows it: no control characters, at most `at_most`
+    characters (a refusal stays one short line, whatever the upload was called)."""
+    name = re.sub(r"[\x00-\x1f\x7f]", " ", str(name))
+    return name if len(name) <= at_most else name[:at_most - 1] + "…"

@@ -45,6 +45,8 @@ from sim.jsonout import dumps_strict
 from sim.limits import shown
 from sim.workload import read_json
 
+from .labels import short_name
+
 FORMAT = "scheduler-lab-settings"
 MAX_SETTINGS_BYTES = 64 * 1024
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -91,7 +93,8 @@ class Setting:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{self.param} must be a whole number, not {shown(value)}")
         elif t is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                    isinstance(value, int) and abs(value) > 1e308) or not math.isfinite(value):
                 raise ValueError(f"{self.param} must be a number, not {shown(value)}")
             value = float(value)
         elif not isinstance(value, str):
@@ -175,11 +178,13 @@ def parse_settings_json(data: bytes, page: str, settings: Iterable[Setting]) -> 
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("settings"), dict):
         raise ValueError(f'not a settings file (expected {{"format": "{FORMAT}", "page": ..., "settings": {{...}}}})')
     if doc.get("page") != page:
-        raise ValueError(f"these are settings for the {doc.get('page')!r} page, not {page!r}")
+        raise ValueError(f"these are settings for the {shown(doc.get('page'))} page, not {page!r}")
     by_param = {s.param: s for s in settings}
     unknown = sorted(set(doc["settings"]) - set(by_param))
     if unknown:
-        raise ValueError(f"unknown settings: {', '.join(unknown)}")
+        names = ", ".join(u if len(u) <= 24 else u[:21] + "..." for u in unknown[:3]) + (
+            f" and {len(unknown) - 3:,} more" if len(unknown) > 3 else "")
+        raise ValueError(f"unknown settings: {names}")
     return {by_param[p].key: by_param[p].check(v) for p, v in doc["settings"].items()}
 
 
@@ -278,7 +283,7 @@ class PageSettings:
         try:
             values = parse_settings_json(up.getvalue(), self.page, self.settings)
         except ValueError as e:
-            ss[self._k_error] = f"Could not load {up.name}: {e}."
+            ss[self._k_error] = f"Could not load {short_name(up.name)}: {e}."
             return
         self._apply(values)
         ss[self._k_given] = list(values)

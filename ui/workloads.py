@@ -32,10 +32,11 @@ import streamlit as st
 from sim import scenarios
 from sim.inputs import parse_workload
 from sim.limits import MAX_REQUESTS
-from sim.public_traces import describe
+from sim.public_traces import FORMATS, UnknownFormat, describe
 from sim.workload import Workload
 
 from . import primer
+from .labels import short_name
 from .state import Setting
 
 BUILTIN, UPLOAD = "Built-in scenario", "Upload a workload JSON"
@@ -46,6 +47,12 @@ UPLOAD_HELP = ('The vLLM oracle\'s workload format: {"config": {...}, "requests"
                'input_length, output_length, hash_ids); .gz too')
 UPLOAD_TYPES = None  # any name: the content says what a file is (traces come as .csv, .txt, .jsonl, .gz, ...)
 TRACE_LIMIT = 500  # requests of a trace a page runs by default: a few minutes of traffic, seconds to simulate
+
+
+def show_formats() -> None:
+    """Under a refusal of a file that is none of them: the formats an upload may be."""
+    st.caption("Accepted formats (plain or gzipped, any file name):\n"
+               + "\n".join(f"- **{label}**: `{what}`" for label, what in FORMATS))
 
 
 class WorkloadPicker:
@@ -59,6 +66,7 @@ class WorkloadPicker:
         self.limit_key, self.rate_key = f"keep_{prefix}_trace_limit", f"keep_{prefix}_trace_rate"
         self._cost, self._blurb, self._options = (f"{prefix}_upload_{w}" for w in ("cost", "blurb", "options"))
         self._drawn: tuple[Workload | None, str, str | None] = (None, "", None)
+        self._formats_hint = False  # the last upload was none of the formats: require() lists them
 
     def settings(self) -> list[Setting]:
         return [Setting(self.source_key, BUILTIN, str, choices=(BUILTIN, UPLOAD)),
@@ -80,6 +88,7 @@ class WorkloadPicker:
 
     def draw(self) -> tuple[Workload | None, str, str | None]:
         """The widgets (call inside the sidebar). Returns (workload or None, blurb, problem)."""
+        self._formats_hint = False
         self._drawn = self._draw()
         return self._drawn
 
@@ -88,6 +97,8 @@ class WorkloadPicker:
         workload, blurb, problem = self._drawn
         if problem:
             st.error(problem, icon=":material/error:")
+            if self._formats_hint:  # the refusal is one line; what each format looks like goes under it
+                show_formats()
             primer.stop()
         if workload is None:
             st.info("Upload a workload JSON on the left (the vLLM oracle's format, or a request trace: Azure, "
@@ -153,7 +164,8 @@ class WorkloadPicker:
         try:
             wl = parse_workload(data, name, limit=options[0], rate_scale=options[1], progress=progress)
         except ValueError as e:
-            return f"Could not read {name}: {e}."
+            self._formats_hint = isinstance(e, UnknownFormat)
+            return f"Could not read {short_name(name)}: {e}."
         finally:
             bar.empty()
         source = getattr(wl, "source", None)

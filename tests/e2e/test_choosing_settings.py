@@ -1,6 +1,7 @@
-"""Choosing settings in a real browser: a small search draws the frontier and the goodput heatmap
-(within their declared margins), its link opens the best config on Playback, and Stop stops a
-bigger search part way."""
+"""Choosing settings in a real browser: the page opens on a result (the default search, already
+run: its frontier and heatmap drawn with no click); a small search draws the frontier and the
+goodput heatmap (within their declared margins), its link opens the best config on Playback, and
+Stop stops a bigger search part way."""
 from __future__ import annotations
 
 import re
@@ -19,16 +20,54 @@ def _idle(page: Page) -> None:
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
 
 
+EXAMPLE = "already run"   # the line above the default search shown beside other settings
+
+
+def _frontier_of(page: Page, configs: int) -> None:
+    """Wait until the frontier drawn is that of a search of `configs` configs."""
+    page.wait_for_function(
+        f"""[...document.querySelectorAll('.js-plotly-plot')].some(g => (g.data || []).length && g.layout.meta
+            && g.layout.meta.frontier && g.layout.meta.configs === {configs})""", timeout=120_000)
+
+
+def test_the_page_opens_on_a_result_with_its_charts_drawn(page: Page, app_url: str):
+    page.goto(f"{app_url}/choosing_settings")
+    expect(page.get_by_role("heading", name="Choosing settings")).to_be_visible(timeout=120_000)
+    # no click: the default search is already run, its frontier and heatmap drawn
+    page.wait_for_function("[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.data || []).length)"
+                           ".length >= 2", timeout=120_000)
+    _idle(page)
+    meta = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        .filter(g => (g.data || []).length).map(g => g.layout.meta)""")
+    front = next(m for m in meta if "frontier" in m)
+    heat = next(m for m in meta if "z" in m)
+    assert front["configs"] == 9 and front["ttft_slo"] == 4000 and 1 <= front["best"] <= 9
+    assert heat["x"] == ["8", "16", "32"] and heat["y"] == ["128", "256", "512"]
+    expect(page.get_by_text("Already run: the page's default search")).to_be_visible()
+    expect(page.get_by_role("link", name=LINK)).to_be_visible()
+    expect(page.get_by_role("button", name="Run the search")).to_be_enabled()
+    # Run the search runs it again, here, and lands on the same table
+    page.get_by_role("button", name="Run the search").click()
+    expect(page.get_by_text("Already run: the page's default search")).to_have_count(0, timeout=60_000)
+    expect(page.get_by_role("link", name=LINK)).to_be_visible(timeout=120_000)
+    _idle(page)
+    _frontier_of(page, 9)
+    again = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        .filter(g => (g.data || []).length).map(g => g.layout.meta)""")
+    assert next(m for m in again if "frontier" in m)["best"] == front["best"]
+
+
 def test_a_small_search_draws_its_charts_and_links_to_playback(page: Page, app_url: str):
     page.goto(f"{app_url}/choosing_settings?cs_v_max_num_seqs=8%2C+32&cs_v_max_num_batched_tokens=128%2C+512")
     expect(page.get_by_role("heading", name="Choosing settings")).to_be_visible(timeout=120_000)
     _idle(page)
     expect(page.get_by_text("4 configs × 500 requests")).to_be_visible()
+    expect(page.get_by_text(EXAMPLE)).to_be_visible()   # the default search, until this one runs
     page.get_by_role("button", name="Run the search").click()
+    expect(page.get_by_text(EXAMPLE)).to_have_count(0, timeout=60_000)
     expect(page.get_by_role("link", name=LINK)).to_be_visible(timeout=120_000)
     _idle(page)
-    page.wait_for_function("[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.data || []).length)"
-                           ".length >= 2", timeout=60_000)
+    _frontier_of(page, 4)
     page.wait_for_timeout(1000)
     meta = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
         .filter(g => (g.data || []).length).map(g => g.layout.meta)""")
@@ -89,10 +128,10 @@ def test_on_worker_processes_the_search_finishes_in_the_background(page: Page, a
     expect(page.get_by_role("radio", name="Local worker processes")).to_be_checked()
     expect(page.get_by_role("spinbutton", name="Worker processes")).to_have_value("2")
     page.get_by_role("button", name="Run the search").click()
+    expect(page.get_by_text(EXAMPLE)).to_have_count(0, timeout=60_000)
     expect(page.get_by_role("link", name=LINK)).to_be_visible(timeout=120_000)
     _idle(page)
-    page.wait_for_function("[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.data || []).length)"
-                           ".length >= 2", timeout=60_000)
+    _frontier_of(page, 4)
     meta = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
         .filter(g => (g.data || []).length).map(g => g.layout.meta)""")
     front = next(m for m in meta if "frontier" in m)

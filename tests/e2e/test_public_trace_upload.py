@@ -1,6 +1,6 @@
 """A public request trace uploaded on Playback in a real browser (Chromium): a BurstGPT CSV
 named .txt is taken (the content says what it is), read, and run on the ms roofline; a file
-that is no trace gets the sentence naming what was expected."""
+that is no trace gets one short line naming what was expected, and the formats under it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,5 +32,11 @@ def test_a_burstgpt_trace_named_txt_runs_on_playback(page, app_url):
     _upload(page, "numbers.csv", b"when,in,out\n1,2,3\n")
     error = page.get_by_test_id("stAlertContentError")
     expect(error).to_contain_text("none of the formats read here", timeout=30_000)
-    expect(error).to_contain_text("TIMESTAMP,ContextTokens,GeneratedTokens")
+    expect(error.locator("p")).to_have_count(1)   # one short line (the alert's icon aside)
+    line = error.locator("p").inner_text().strip()
+    assert len(line) <= 200 and "\n" not in line, line
+    # what each format looks like is under the message, not in it
+    expect(error).not_to_contain_text("TIMESTAMP,ContextTokens,GeneratedTokens")
+    expect(page.get_by_text("Accepted formats")).to_be_visible()
+    expect(page.get_by_text("TIMESTAMP,ContextTokens,GeneratedTokens").first).to_be_visible()
     expect(page.get_by_test_id("stException")).to_have_count(0)
