@@ -86,6 +86,9 @@ class LLMEngine:
             raise ValueError(f"the engine runs the {' and '.join(ENGINE_SCHEDULERS)} schedulers, "
                              f"not {scheduler_name!r}")
         cfg = scheduler if isinstance(scheduler, SchedulerConfig) else SchedulerConfig.from_dict(scheduler)
+        if cfg.async_scheduling:   # its loop applies each step's output before the next schedule()
+            raise ValueError("the live engine runs sync scheduling only: set async_scheduling to false "
+                             "(the simulator models vLLM's async scheduling)")
         # swap-space accounting in this model's real bytes
         kv_bytes = self.model.config.kv_bytes_per_token(torch.empty((), dtype=self.dtype).element_size())
         cfg = dataclasses.replace(cfg, kv_bytes_per_token=float(kv_bytes))

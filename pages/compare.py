@@ -17,7 +17,7 @@ from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerCo
 from sim.simulate import scheduler_names
 from sim.trace import Trace
 from sim.workload import effective_config
-from ui import primer
+from ui import primer, vllm_mode
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_trace
@@ -31,7 +31,8 @@ SIDES = ("a", "b")
 # per-side knob -> scheduler config key
 KNOBS = {"scheduler": "scheduler", "policy": "policy", "budget": "max_num_batched_tokens",
          "blocks": "num_gpu_blocks", "max_seqs": "max_num_seqs", "preemption": "preemption_mode",
-         "prefix": "enable_prefix_caching", "queue": "max_queued_requests"}
+         "prefix": "enable_prefix_caching", "queue": "max_queued_requests",
+         "version": "vllm_version", "async": "async_scheduling"}   # the last two: ui/vllm_mode.py
 CHANGE_LABELS = {"e2e": "End-to-end latency", "ttft": "Time to first token"}
 _D = SchedulerConfig()
 
@@ -50,6 +51,7 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
         ss[k(side, "prefix")] = bool(c["enable_prefix_caching"])
         for knob in ("budget", "blocks", "max_seqs", "queue"):
             ss[k(side, knob)] = int(c[KNOBS[knob]])
+        vllm_mode.load(c, k(side, "version"), k(side, "async"))
         if cost:
             ss[k(side, "cost")] = cost
     ss[k("b", "blocks")] = min(2 * int(c["num_gpu_blocks"]), BOUNDS["num_gpu_blocks"][1])
@@ -63,6 +65,7 @@ SETTINGS = PageSettings("cmp", [
     *[s for side in SIDES for s in (
         Setting(k(side, "scheduler"), "vllm", str, choices=tuple(scheduler_names())),
         Setting(k(side, "policy"), _D.policy, str, choices=tuple(POLICIES)),
+        *vllm_mode.settings(k(side, "version"), k(side, "async")),
         *(Setting(k(side, knob), getattr(_D, KNOBS[knob]), int, bounds=BOUNDS[KNOBS[knob]])
           for knob in ("budget", "blocks", "max_seqs", "queue")),
         Setting(k(side, "preemption"), _D.preemption_mode, str, choices=PREEMPTION_MODES),
@@ -75,8 +78,18 @@ SETTINGS = PageSettings("cmp", [
 
 
 def side_config(side: str) -> dict:
-    return {name: (bool(ss[k(side, knob)]) if knob == "prefix" else ss[k(side, knob)])
+    return {name: (bool(ss[k(side, knob)]) if knob in ("prefix", "async") else ss[k(side, knob)])
             for knob, name in KNOBS.items()}
+
+
+def sync_vs_async() -> None:
+    """The button's on_click: A as it is, sync; B the same config, async (both on vLLM 0.34's rules,
+    the vLLM scheduler and recompute preemption, the only ones async scheduling is modelled with)."""
+    ss[k("a", "scheduler")], ss[k("a", "version")], ss[k("a", "async")] = "vllm", "0.34", False
+    ss[k("a", "preemption")] = "recompute"
+    for knob in (*KNOBS, "cost"):
+        ss[k("b", knob)] = ss[k("a", knob)]
+    ss[k("b", "async")] = True
 
 
 def side_title(side: str) -> str:
@@ -85,7 +98,9 @@ def side_title(side: str) -> str:
     return (f"{side.upper()}: {short.get(c['scheduler'], c['scheduler'])} · {c['policy']} · "
             f"budget {c['max_num_batched_tokens']:,} · {c['num_gpu_blocks']:,} blocks · "
             f"{c['max_num_seqs']} seqs · {c['preemption_mode']}" + (" · prefix cache" if c["enable_prefix_caching"] else "")
-            + (f" · queue ≤ {c['max_queued_requests']:,}" if c["max_queued_requests"] else ""))
+            + (f" · queue ≤ {c['max_queued_requests']:,}" if c["max_queued_requests"] else "")
+            + (f" · vLLM {c['vllm_version']} {'async' if c['async_scheduling'] else 'sync'}"
+               if c["scheduler"] == "vllm" else ""))
 
 
 def side_widgets(side: str) -> None:
@@ -94,6 +109,7 @@ def side_widgets(side: str) -> None:
                  format_func=lambda s: SCHEDULER_LABELS.get(s, s))
     st.selectbox("Waiting-queue policy", list(POLICIES), key=k(side, "policy"),
                  format_func=lambda p: POLICY_LABELS.get(p, p))
+    vllm_mode.widgets(k(side, "version"), k(side, "async"))
     c1, c2, c3 = st.columns(3)
     c1.number_input("Token budget / step", *BOUNDS["max_num_batched_tokens"], step=8, key=k(side, "budget"))
     c2.number_input("KV blocks", *BOUNDS["num_gpu_blocks"], step=1, key=k(side, "blocks"))
@@ -129,6 +145,11 @@ st.caption(
 
 workload = PICKER.require()
 
+st.button("Sync vs async: B = A with async scheduling", key="cmp_sync_async", on_click=sync_vs_async,
+          icon=":material/sync_alt:",
+          help="Sets B to A's settings with vLLM's async scheduling on (the default on GPUs), A sync, both "
+               "on vLLM 0.34's rules with the vLLM scheduler and recompute preemption: what a GPU user's "
+               "default costs or saves on these arrivals.")
 cols = st.columns(2, gap="large")
 for side, col in zip(SIDES, cols):
     with col.container(border=True):
@@ -148,6 +169,10 @@ if ta.time_unit != tb.time_unit:
     st.warning(f"A's times are in {ta.time_unit} and B's in {tb.time_unit}: choose the same step cost on both "
                "sides to compare latencies.", icon=":material/warning:")
 unit = ta.time_unit
+st.caption(f"Scheduling: A {vllm_mode.describe(ta)}; B {vllm_mode.describe(tb)}."
+           + (" Async scheduling frees a finished request's slot and blocks one step later and ends each busy "
+              "period with a drain call that only applies the last output, so the runs part even on the same settings."
+              if vllm_mode.mode(ta)[1] != vllm_mode.mode(tb)[1] else ""))
 
 # ---------------------------------------------------------------------------------------------
 # Headline numbers

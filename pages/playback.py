@@ -17,7 +17,7 @@ from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerCo
 from sim.simulate import oracle_jsonl, scheduler_names
 from sim.trace import Trace
 from sim.workload import Workload, effective_config
-from ui import primer
+from ui import primer, vllm_mode
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
 from ui.runs import run_key, run_trace
@@ -35,6 +35,7 @@ KNOBS = {"keep_pb_scheduler": "scheduler", "keep_pb_policy": "policy", "keep_pb_
          "keep_pb_threshold": "long_prefill_token_threshold", "keep_pb_tenant_cap": "tenant_cap",
          "keep_pb_queue_limit": "max_queued_requests"}
 _D = SchedulerConfig()
+VERSION_KEY, ASYNC_KEY = "keep_pb_vllm_version", "keep_pb_async"  # the mode (ui/vllm_mode.py)
 
 
 def _apply_config(config: dict, cost: str | None = None) -> None:
@@ -46,6 +47,7 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
             continue
         v = c.get(name)
         ss[key] = bool(v) if name == "enable_prefix_caching" else (str(v) if isinstance(v, str) else int(v or 0))
+    vllm_mode.load(c, VERSION_KEY, ASYNC_KEY)
     if cost:
         ss["keep_pb_cost"] = cost
 
@@ -57,6 +59,7 @@ SETTINGS = PageSettings("pb", [
     *SLO_IN.settings(),
     Setting("keep_pb_scheduler", "vllm", str, choices=tuple(scheduler_names())),
     Setting("keep_pb_policy", _D.policy, str, choices=tuple(POLICIES)),
+    *vllm_mode.settings(VERSION_KEY, ASYNC_KEY),
     *(Setting(key, getattr(_D, name), int, bounds=BOUNDS[name]) for key, name in KNOBS.items() if name in BOUNDS),
     Setting("keep_pb_preemption", _D.preemption_mode, str, choices=PREEMPTION_MODES),
     Setting("keep_pb_prefix", _D.enable_prefix_caching, bool),
@@ -79,6 +82,7 @@ with st.sidebar:
                  format_func=lambda k: SCHEDULER_LABELS.get(k, k),
                  help="Continuous batching refills a slot as soon as a request finishes; static batching "
                       "waits for the whole group to finish.")
+    vllm_mode.widgets(VERSION_KEY, ASYNC_KEY)
     st.selectbox("Waiting-queue policy", list(POLICIES), key="keep_pb_policy",
                  format_func=lambda p: POLICY_LABELS.get(p, p))
     c1, c2 = st.columns(2)
@@ -126,6 +130,7 @@ workload = PICKER.require()
 
 config = {name: ss[key] for key, name in KNOBS.items()}
 config["enable_prefix_caching"] = bool(config["enable_prefix_caching"])
+config.update(vllm_mode.config(VERSION_KEY, ASYNC_KEY))  # which vLLM's rules, sync or async
 config.update(SLO_IN.config(config["policy"]))  # EDF's deadlines come from the TTFT target
 cost_key = ss.get("keep_pb_cost", "units")
 try:
@@ -136,6 +141,7 @@ except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported
 
 m = summary(trace)
 unit = trace.time_unit
+st.caption(f"Scheduling: {vllm_mode.describe(trace)}.")
 cols = st.columns(7)
 cols[0].metric("Steps", fmt(m["steps"]), help="Scheduler iterations (forward passes, idle ticks included).")
 cols[1].metric("Mean TTFT", fmt(m["ttft_mean"]), help="Time to first token: arrival to the end of "

@@ -16,13 +16,14 @@ import streamlit as st
 from figures.engine import calibration_figure, phase_figure
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
 from servers.vllm.compare import decisions, predict, step_predictions
-from servers.vllm.recording import oracle_lines, read_recording, to_trace, to_workload
+from servers.vllm.recording import is_async, mode_config, oracle_lines, read_recording, to_trace, to_workload
 from sim.jsonout import dumps_strict
 from sim.metrics import per_request, summary
 from sim.trace import Trace
+from sim.versions import NEWEST, rules as version_rules
 from ui import primer
 from ui.exports import export_panel
-from ui.labels import fmt, plain
+from ui.labels import fmt, plain, short_name
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
 
@@ -68,8 +69,20 @@ def load(key: str, name: str, _data: bytes):
         return None, str(e)
     finally:
         bar.empty()
+    rules, no_rules = None, None
+    try:   # the rules a re-simulation follows: the header's vLLM (sim/versions.py) and the recorder's class
+        mc = mode_config(rec)
+    except ValueError as e:   # a vLLM without rules here: played back, not re-simulated
+        no_rules = str(e)
+    else:
+        rules = mc.get("vllm_version", NEWEST)
+        if mc.get("async_scheduling") and not version_rules(rules).async_scheduling:
+            rules, no_rules = None, (f"this recording is of vLLM {rec.header.get('vllm')}'s async scheduler, and the "
+                                     "simulator models async scheduling on vLLM 0.34 only: it can be played back "
+                                     "but not re-simulated")
     return to_trace(rec), {"warnings": rec.warnings, "header": rec.header, "ended": rec.ended,
-                           "continues_earlier": rec.continues_earlier}
+                           "continues_earlier": rec.continues_earlier, "async": is_async(rec),
+                           "rules": rules, "no_rules": no_rules}
 
 
 @st.cache_data(max_entries=6, show_spinner="Running the simulator on the same arrivals…")
@@ -91,7 +104,16 @@ def prediction(key: str, cal_key: str, _data: bytes, _cal: bytes) -> dict:
 @st.cache_data(max_entries=6, show_spinner=False)
 def downloads(key: str, _data: bytes) -> tuple[str, str]:
     rec = read_recording(_data)
-    return "".join(dumps_strict(x) + "\n" for x in oracle_lines(rec)), to_workload(rec).dumps()
+    try:
+        workload = to_workload(rec).dumps()
+    except ValueError as e:   # a vLLM without rules here: no workload to re-simulate
+        workload = f"{e}\n"
+    return "".join(dumps_strict(x) + "\n" for x in oracle_lines(rec)), workload
+
+
+def _sentence(text: str) -> str:
+    text = plain(text).strip()
+    return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
 def _interesting_step(tr: Trace) -> int:
@@ -147,7 +169,7 @@ else:
 key = data_key(name, data)
 trace, info = load(key, name, data)
 if trace is None:
-    st.error(f"**{plain(name)}** cannot be shown: {plain(info)}", icon=":material/error:")
+    st.error(f"**{plain(short_name(name))}** cannot be shown: {plain(info)}", icon=":material/error:")
     primer.stop()
 
 if ss.get("vs_rec_id") != key:
@@ -161,6 +183,12 @@ st.markdown(f"**{plain(name)}** · vLLM **{plain(h.get('vllm'))}** · {plain(h.g
             f"{fmt(cfg.get('num_gpu_blocks'))} KV blocks of {fmt(cfg.get('block_size'))} tokens · budget "
             f"{fmt(cfg.get('max_num_batched_tokens'))} tokens · {fmt(cfg.get('max_num_seqs'))} sequences · "
             f"policy {plain(cfg.get('policy'))} · prefix caching {'on' if cfg.get('enable_prefix_caching') else 'off'}")
+mode = "async" if info["async"] else "sync"
+st.caption(f"Scheduling: **{mode}** ({'AsyncScheduler' if info['async'] else 'Scheduler'}, as the recorder's class "
+           "says) · " + (f"re-simulated with **vLLM {info['rules']}**'s rules, {mode}" if info["rules"] else
+                         "played back only: the simulator has no rules for it"))
+if info["no_rules"]:
+    st.info(_sentence(info["no_rules"]), icon=":material/info:")
 if info["warnings"]:
     st.warning("**What the reader could not use.** What it could is shown below.\n\n"
                + "\n".join(f"- {plain(w)}" for w in info["warnings"]), icon=":material/warning:")
@@ -221,11 +249,22 @@ with st.expander("Per request: TTFT, token gaps, end-to-end (ms)"):
     st.dataframe(per_request(trace), hide_index=True, key="vs_requests")
 
 st.subheader("The simulator on the same arrivals")
-st.toggle("Hold the simulator to this recording", key="keep_vs_sim",
+st.toggle("Hold the simulator to this recording", key="keep_vs_sim", disabled=bool(info["no_rules"]),
           help="Re-simulate the recorded requests (each arriving right before the step it was added in, with "
-               "the server's settings), compare every decision, and predict the times with a fitted cost model.")
-if ss["keep_vs_sim"]:
-    v = verdict(key, data)
+               "the server's settings, its vLLM version's rules and its scheduling mode), compare every "
+               "decision, and predict the times with a fitted cost model.")
+v = None
+if ss["keep_vs_sim"] and info["no_rules"]:
+    st.caption("Not for this recording: the simulator has no rules for how its vLLM scheduled (see above).")
+elif ss["keep_vs_sim"]:
+    try:
+        v = verdict(key, data)
+    except (ValueError, RuntimeError) as e:   # one sentence, never a traceback; the playback above stands
+        st.info(f"The simulator cannot re-run this recording: {plain(e)}.", icon=":material/info:")
+if v is not None:
+    sa = v.get("simulated_as") or {}
+    st.caption(f"Simulated with vLLM {sa.get('vllm_version', NEWEST)}'s rules, "
+               f"{'async' if sa.get('async_scheduling') else 'sync'} scheduling, as the recording's header says.")
     if v["equal"]:
         st.success(f"The same decisions at all {v['steps']:,} steps: scheduled tokens, computed-before, "
                    "preemptions, finishes, free blocks, running and waiting order.", icon=":material/check_circle:")
@@ -268,6 +307,8 @@ d1.download_button("Recorded steps (oracle JSON lines)", data=lambda: downloads(
                    icon=":material/download:", width="stretch")
 d2.download_button("Workload JSON (re-simulates it)", data=lambda: downloads(key, data)[1],
                    file_name=f"{stem}.workload.json", mime="application/json", on_click="ignore", key="vs_dl_wl",
-                   icon=":material/download:", width="stretch",
-                   help="`python -m sim trace` of it reproduces the recording step for step (or open it on Playback).")
+                   icon=":material/download:", width="stretch", disabled=bool(info["no_rules"]),
+                   help="Not for this recording: the simulator has no rules for how its vLLM scheduled."
+                   if info["no_rules"] else
+                   "`python -m sim trace` of it reproduces the recording step for step (or open it on Playback).")
 SETTINGS.sync_url()

@@ -34,8 +34,11 @@ def _load_workload(path: str, **trace_options):
             data = f.read()
     except OSError as e:
         raise SystemExit(f"cannot read workload {path}: {e.strerror or e}")
+    from .limits import UnknownFormat
     try:
         return parse_workload(data, path, **trace_options)
+    except UnknownFormat as e:   # one line; `run --help` spells the formats out
+        raise SystemExit(f"cannot read workload {path}: {e} (sim run --help lists them)")
     except ValueError as e:
         raise SystemExit(f"cannot read workload {path}: {e}")
 
@@ -201,7 +204,7 @@ def cmd_llamalog(args) -> int:
 
 def cmd_vllm(args) -> int:
     from servers.vllm.compare import decisions, predict   # a source: only the CLI may import one, lazily
-    from servers.vllm.recording import oracle_lines, read_recording, to_trace, to_workload
+    from servers.vllm.recording import is_async, oracle_lines, read_recording, to_trace, to_workload
 
     def load(path):
         try:
@@ -223,14 +226,20 @@ def cmd_vllm(args) -> int:
     if args.oracle_jsonl:
         with open(args.oracle_jsonl, "w") as f:
             f.writelines(dumps_strict(line) + "\n" for line in oracle_lines(rec))
+    try:   # a vLLM without rules here: played back (the Trace above), not re-simulated
+        wl = to_workload(rec)
+        verdict = decisions(rec)
+    except ValueError as e:
+        raise SystemExit(f"{args.recording}: {e}") from None
     if args.workload:
         with open(args.workload, "w") as f:
-            f.write(to_workload(rec).dumps() + "\n")
+            f.write(wl.dumps() + "\n")
     s, r = trace.steps, trace.requests
-    out = {"vllm": rec.header.get("vllm"), "config": trace.meta["config"], "steps": int(len(s)),
-           "busy_steps": int((~s["idle"]).sum()), "requests_added": int(len(r)),
+    # the mode: async recordings (AsyncRecordingScheduler) are re-simulated with async rules
+    out = {"vllm": rec.header.get("vllm"), "async_scheduling": is_async(rec), "config": trace.meta["config"],
+           "steps": int(len(s)), "busy_steps": int((~s["idle"]).sum()), "requests_added": int(len(r)),
            "finished": int(r["finish_reason"].astype(bool).sum()), "preemptions": int(r["preemptions"].sum()),
-           "ended": rec.ended, "warnings": rec.warnings, "decisions": decisions(rec)}
+           "ended": rec.ended, "warnings": rec.warnings, "decisions": verdict}
     if args.predict:
         pred = predict(rec, load(args.predict))
         out.update(pred.to_json())
@@ -238,7 +247,8 @@ def cmd_vllm(args) -> int:
         print(dumps_strict(out))
         return 0
     d = out["decisions"]
-    print(f"vLLM {out['vllm']}: {out['steps']} steps ({out['busy_steps']} busy), {out['requests_added']} requests, "
+    print(f"vLLM {out['vllm']} ({'async' if out['async_scheduling'] else 'sync'} scheduling): {out['steps']} steps "
+          f"({out['busy_steps']} busy), {out['requests_added']} requests, "
           f"{out['finished']} finished, {out['preemptions']} preemptions")
     if d["equal"]:
         print(f"simulator: the same decisions at all {d['steps']} steps")
@@ -276,11 +286,15 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     from .fleet.cli import add_parser as add_fleet_parser
     add_fleet_parser(sub, cmd_fleet)
-    p = sub.add_parser("trace", help="write the oracle-format per-step JSONL for a workload")
+    from .limits import FORMATS_HELP   # the workload formats, spelled out under the options
+    raw = argparse.RawDescriptionHelpFormatter   # keeps the epilog's lines
+    p = sub.add_parser("trace", help="write the oracle-format per-step JSONL for a workload",
+                       epilog=FORMATS_HELP, formatter_class=raw)
     p.add_argument("workload")
     p.add_argument("-o", "--out", help="output JSONL (default stdout)")
     p.set_defaults(fn=cmd_trace)
-    p = sub.add_parser("run", help="simulate a workload and save the Trace")
+    p = sub.add_parser("run", help="simulate a workload and save the Trace", epilog=FORMATS_HELP,
+                       formatter_class=raw)
     p.add_argument("workload")
     p.add_argument("-o", "--out", help="trace file to write")
     p.add_argument("--config", help="JSON object of config overrides")

@@ -9,6 +9,7 @@ from . import public_traces
 from .scheduler import SchedulerConfig
 from .simulate import scheduler_names
 from .limits import check_config_values
+from .versions import check_options
 from .workload import Workload, read_json
 
 
@@ -21,20 +22,21 @@ def parse_workload(data: bytes, name: str = "", *, limit: int | None = None, rat
     Recognised by content (plain or gzip): a public request trace (Azure, BurstGPT, Mooncake)
     becomes a sim.public_traces.TraceWorkload (its first `limit` requests, arrivals sped up by
     `rate_scale`, progress(done, total) in bytes while reading); text that is neither a trace
-    nor JSON is refused with a sentence naming the formats read here."""
+    nor JSON is refused with one line naming the formats read here (a
+    sim.public_traces.UnknownFormat: public_traces.FORMATS spells them out)."""
     data = public_traces.unzip(data)
     kind = public_traces.sniff(data)
     if kind is not None:
         return public_traces.read_trace(data, name, kind=kind, limit=limit, rate_scale=rate_scale, progress=progress)
     if data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] not in (b"{", b"["):  # no JSON: say what would be read
-        raise ValueError(public_traces.not_a_known_format(data))
+        raise public_traces.UnknownFormat(public_traces.not_a_known_format(data))
     try:
         doc = read_json(data)
     except ValueError:  # JSON lines that are no trace read here: say what would have been
         problem = public_traces.json_lines_problem(data)
         if problem is None:
             raise
-        raise ValueError(problem) from None
+        raise public_traces.UnknownFormat(problem) from None
     try:
         wl = Workload.from_json(doc, name=name)
     except (KeyError, TypeError) as e:
@@ -54,6 +56,6 @@ def check_config(config) -> None:
     if scheduler not in scheduler_names():
         raise ValueError(f"unknown scheduler {scheduler!r} in config; known: {', '.join(scheduler_names())}")
     try:
-        SchedulerConfig.from_dict(cfg).validate()
+        check_options(SchedulerConfig.from_dict(cfg).validate(), scheduler)  # async needs the vllm scheduler
     except TypeError as e:
         raise ValueError(f"bad config: {e}") from None

@@ -38,6 +38,25 @@ MAX_PRIORITY = 10**9
 MAX_SEED = 2**63 - 1
 MAX_TOKEN_ID = 2**31 - 1
 
+# What a refusal names (one short line); FORMATS spells each out, for the page to show under the
+# refusal and for `python -m sim run --help` (sim/public_traces.py reads the three traces).
+EXPECTED = "a workload JSON or an Azure, BurstGPT or Mooncake trace"
+FORMATS = (
+    ('workload JSON', '{"config": {...}, "requests": [{"id", "arrival_step", "prompt_len", "max_tokens", ...}]} '
+                      "(the vLLM oracle's format)"),
+    ("Azure LLM inference trace", "CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens"),
+    ("BurstGPT trace", "CSV with the header Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"),
+    ("Mooncake trace", "JSON lines with timestamp, input_length, output_length and hash_ids"),
+)
+FORMATS_HELP = ("WORKLOAD is recognised by its content (plain or gzipped, any file name):\n"
+                + "\n".join(f"  {name}: {what}" for name, what in FORMATS))
+
+
+class UnknownFormat(ValueError):
+    """A file that is none of the formats read here: the message is one short line; FORMATS says
+    what each format looks like."""
+
+
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
@@ -172,10 +191,14 @@ CONFIG_VALUES = {
     "scheduler_reserve_full_isl": ("flag", None, None),
     "cont_batching": ("flag", None, None),
     "self_preemption_ends_running": ("flag", None, None),
+    "vllm_version": ("text", None, None),
+    "async_scheduling": ("flag", None, None),
+    "cache_aware_admission_window": ("whole", 0, 1_000_000),
+    "cache_aware_admission_threshold": ("number", 0.0, 1.0),
 }
 
 
-_EXAMPLES = {"scheduler": '"vllm"', "policy": '"fcfs"', "preemption_mode": '"recompute"'}
+_EXAMPLES = {"scheduler": '"vllm"', "policy": '"fcfs"', "preemption_mode": '"recompute"', "vllm_version": '"0.34"'}
 
 
 def check_config_values(config: dict) -> None:
@@ -192,6 +215,8 @@ def check_config_values(config: dict) -> None:
             continue
         what = f"config {key}"
         if kind == "text":
+            if key == "vllm_version" and type(v) in (int, float):   # 0.34 written without quotes
+                raise ValueError(f"{what} is the number {shown(v)}; it must be text in quotes, such as \"0.34\"")
             if type(v) is not str or len(v) > 64:
                 raise ValueError(f"{what} is {shown(v)}; it must be a name such as {_EXAMPLES[key]}")
         elif kind == "flag":

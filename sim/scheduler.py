@@ -21,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from .kvpool import BlockPool, SwapSpace
+from .limits import shown
 from .policies import POLICIES, WaitingQueue, make_policy
 from .registry import register_scheduler
 from .slo import SLO
 from .slo_policies import ADMISSION_MODES, make_admission  # registers the SLO policies too
+from .versions import NEWEST, check_options, rules
 from .workload import Request, output_token
 
 WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
@@ -41,6 +43,10 @@ CONFIG_BOUNDS = {"max_num_batched_tokens": (1, 1_000_000), "max_num_seqs": (1, 4
 # so a config that uses none of them, and the traces it is saved in, read as before they existed.
 SLO_OPTION_DEFAULTS = {"slo": None, "slo_admission": "off", "sjf_error_sigma": 0.0, "predictor_seed": 0,
                        "short_prompt_threshold": 512, "short_budget_share": 0.25}
+# The version and async options (sim/versions.py), likewise left out of to_dict at their defaults
+VERSION_OPTION_DEFAULTS = {"vllm_version": NEWEST, "async_scheduling": False, "cache_aware_admission_window": 0,
+                           "cache_aware_admission_threshold": 0.5}
+_OMITTED_AT_DEFAULT = {**SLO_OPTION_DEFAULTS, **VERSION_OPTION_DEFAULTS}
 
 
 @dataclass
@@ -67,10 +73,16 @@ class SchedulerConfig:
     max_queued_requests: int = 0  # admission control: 0 = unlimited
     max_queued_tokens: int = 0
     cont_batching: bool = True  # llama_slots only: -cb / -nocb
-    # vLLM 0.32.0 ends the running phase when a request preempts itself, under the priority policy
-    # too (its running loop breaks); 0.33.0 goes on with the next running request. Recordings of
-    # a 0.32 server set it (servers.vllm.recording.to_workload)
+    # which vLLM's rules where versions differ (sim/versions.py): "0.32", "0.33", "0.34"
+    vllm_version: str = NEWEST
+    # vLLM 0.32.0's running loop (the rule vllm_version "0.32" picks); kept as a key of its own
+    # for configs written before vllm_version existed. True forces it under any version
     self_preemption_ends_running: bool = False
+    # vLLM's AsyncScheduler driven by EngineCore.step_with_batch_queue (sim/async_sched.py)
+    async_scheduling: bool = False
+    # vLLM 0.34's cache-aware admission (0 = off): see sim/versions.py
+    cache_aware_admission_window: int = 0
+    cache_aware_admission_threshold: float = 0.5
     # SLO-minded options (sim/slo_policies.py; defaults: off): targets for edf and admission,
     # admission off | reject | defer, sjf_predicted's error, short_long's split
     slo: dict | None = None
@@ -91,22 +103,23 @@ class SchedulerConfig:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in SLO_OPTION_DEFAULTS or getattr(self, f.name) != SLO_OPTION_DEFAULTS[f.name]}
+                if f.name not in _OMITTED_AT_DEFAULT or getattr(self, f.name) != _OMITTED_AT_DEFAULT[f.name]}
 
     def validate(self) -> "SchedulerConfig":
         """Check a user-supplied config: known policy and preemption mode, whole numbers within
         CONFIG_BOUNDS, a true/false prefix-caching flag. Raises ValueError with a plain message;
         returns self."""
         if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r} in config; known: {', '.join(POLICIES)}")
+            raise ValueError(f"unknown policy {shown(self.policy)} in config; known: {', '.join(POLICIES)}")
         if self.preemption_mode not in PREEMPTION_MODES:
-            raise ValueError(f"preemption_mode must be recompute or swap, not {self.preemption_mode!r}")
+            raise ValueError(f"preemption_mode must be recompute or swap, not {shown(self.preemption_mode)}")
         for name, (lo, hi) in CONFIG_BOUNDS.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ValueError(f"config {name} must be a whole number from {lo:,} to {hi:,}, not {v!r}")
+                raise ValueError(f"config {name} must be a whole number from {lo:,} to {hi:,}, not {shown(v)}")
         if not isinstance(self.enable_prefix_caching, bool):
             raise ValueError("config enable_prefix_caching must be true or false")
+        check_options(self)  # the version, async scheduling and cache-aware admission (sim/versions.py)
         self._validate_slo_options()
         return self
 
@@ -117,13 +130,13 @@ class SchedulerConfig:
             raise ValueError(f"config slo: {e}") from None
         if self.slo_admission not in ADMISSION_MODES:
             raise ValueError(f"config slo_admission must be one of {', '.join(ADMISSION_MODES)}, "
-                             f"not {self.slo_admission!r}")
+                             f"not {shown(self.slo_admission)}")
         if self.slo_admission != "off" and not slo.has_target("ttft"):
             raise ValueError("config slo_admission needs a ttft target in config slo, e.g. {\"ttft\": 400}")
         for name, lo, hi in (("sjf_error_sigma", 0.0, 10.0), ("short_budget_share", 0.0, 0.95)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-                raise ValueError(f"config {name} must be a number from {lo:g} to {hi:g}, not {v!r}")
+                raise ValueError(f"config {name} must be a number from {lo:g} to {hi:g}, not {shown(v)}")
 
 
 class Seq:
@@ -131,7 +144,7 @@ class Seq:
 
     __slots__ = ("req", "id", "tenant", "priority", "prompt_len", "max_tokens", "add_seq", "status",
                  "num_computed", "num_output", "blocks", "num_cached_blocks", "tokens", "hashes",
-                 "recompute_until", "swapped_blocks", "queued_step", "slot", "num_tokens")
+                 "recompute_until", "swapped_blocks", "queued_step", "slot", "num_tokens", "placeholders")
 
     def __init__(self, req: Request, add_seq: int, step: int, with_tokens: bool):
         self.req = req
@@ -153,6 +166,7 @@ class Seq:
         self.swapped_blocks = 0
         self.queued_step = step
         self.slot = -1
+        self.placeholders = 0  # async scheduling: tokens scheduled whose output is still in flight
 
     def extend_hashes(self, block_size: int) -> None:
         """Chain hashes of every full block of known tokens (vLLM's request block hasher)."""
@@ -211,6 +225,14 @@ class VllmScheduler:
 
     def __init__(self, config: SchedulerConfig, max_model_len: int, keep_tokens: bool = False):
         self.cfg = config
+        self.rules = rules(config.vllm_version)  # what differs between vLLM versions (sim/versions.py)
+        self._self_preemption_ends = config.self_preemption_ends_running or self.rules.self_preemption_ends_running
+        # 0.34 ignores the long-prefill threshold without chunked prefill; older versions still cut at it
+        self._threshold_off = not config.enable_chunked_prefill and not self.rules.threshold_without_chunking
+        # 0.34's cache-aware admission, which vLLM turns on only for FCFS with prefix caching
+        self._cache_window = (int(config.cache_aware_admission_window or 0)
+                              if self.rules.cache_aware_admission and config.policy == "fcfs"
+                              and config.enable_prefix_caching else 0)
         # token ids are needed for prefix hashing, and by an engine that feeds them to a model
         self.keep_tokens = keep_tokens or config.enable_prefix_caching
         self.max_model_len = int(max_model_len)
@@ -350,12 +372,36 @@ class VllmScheduler:
         else:
             seq.recompute_until = max(seq.recompute_until, seq.num_computed)
             seq.num_computed = 0
+        seq.placeholders = 0  # async: a token in flight still lands, as a stale one (sim/async_sched.py)
         self._release_blocks(seq)
         self._give_slot(seq)
         seq.status = PREEMPTED
         seq.queued_step = self.step
         self.waiting.prepend(seq)
         plan.preempted.append(seq)
+
+    # -- cache-aware admission (vLLM 0.34, sim/versions.py) ------------------------------
+    def _cache_aware_reorder(self) -> None:
+        """At KV usage >= the threshold, the new requests (no computed tokens, never preempted)
+        among the first `window` waiting ones are stably re-sorted by cached-prefix length,
+        deepest first, in the queue itself (so the order persists). Runs where vLLM's does: at
+        the start of the waiting phase, after the running requests took their blocks."""
+        pool = self.pool
+        usable = self.cfg.num_gpu_blocks - 1
+        usage = 1.0 - pool.num_free / usable if usable else 0.0  # BlockPool.get_usage
+        if usage < self.cfg.cache_aware_admission_threshold:
+            return
+        q = self.waiting.q
+        head = [q[k] for k in range(min(self._cache_window, len(q)))]
+        # only requests never scheduled: a preempted one keeps its place (cases034, 9404 step 10)
+        slots = [k for k, seq in enumerate(head) if seq.num_computed == 0 and seq.status == WAITING]
+        if len(slots) < 2:
+            return
+        bs = self.cfg.block_size
+        depth = {k: len(pool.cached_prefix(head[k].hashes, head[k].num_tokens)) * bs for k in slots}
+        ordered = sorted(slots, key=lambda k: -depth[k])  # stable: equals keep queue order
+        for k, src in zip(slots, ordered):
+            q[k] = head[src]
 
     # -- one step --------------------------------------------------------------------
     def _entry(self, seq: Seq, n: int, before: int) -> Entry:
@@ -377,7 +423,7 @@ class VllmScheduler:
         long_left = self.waiting.long_token_cap(budget, self.running) if self._split else None
         # The long-prefill cap is decided once per step and spares a lone request.
         thr = cfg.long_prefill_token_threshold
-        if not (thr > 0 and len(self.running) + len(self.waiting) > 1):
+        if not (thr > 0 and len(self.running) + len(self.waiting) > 1) or self._threshold_off:
             thr = 0
         scheduled: dict[str, Entry] = {}
         running = self.running
@@ -389,7 +435,11 @@ class VllmScheduler:
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
-            n = seq.num_tokens - seq.num_computed
+            ph = seq.placeholders
+            if ph and seq.num_computed + 2 - ph >= seq.prompt_len + seq.max_tokens:
+                i += 1  # async: its last token is in flight; it keeps its slot and blocks, is not scheduled
+                continue
+            n = seq.num_tokens + ph - seq.num_computed  # async: a placeholder's position is scheduled too
             if thr and n > thr:
                 n = thr
             if n > budget:
@@ -420,7 +470,7 @@ class VllmScheduler:
             else:
                 ok = True
             if not ok:
-                if cfg.policy == "priority" and not cfg.self_preemption_ends_running:
+                if cfg.policy == "priority" and not self._self_preemption_ends:
                     continue  # vLLM 0.33 moves on to the next running request
                 break  # FCFS: the requester was the last one; the running phase ends (and in vLLM 0.32, always)
             before = seq.num_computed
@@ -437,6 +487,8 @@ class VllmScheduler:
 
         # 2. waiting requests, only if this step preempted nothing
         if not plan.preempted:
+            if self._cache_window:
+                self._cache_aware_reorder()
             ctx = None  # made when the loop runs: a full server admits nobody in most steps
             while len(self.waiting) and budget > 0 and len(running) < cfg.max_num_seqs:
                 if ctx is None:

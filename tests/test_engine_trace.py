@@ -157,3 +157,15 @@ def test_measured_cost_fits_steps_as_they_come():
     for n in (1, 2, 3, 4):
         neg.observe(n, 0, 10.0 - n)   # time falling with tokens: pinned at zero per token, not negative
     assert (neg.coefficients() >= 0).all()
+
+
+def test_async_scheduling_is_refused_not_run_sync(engine):
+    """The engine applies each step's output before the next schedule(): a config asking for
+    vLLM's async scheduling is refused in one sentence, by reset and by run alike."""
+    says = r"^the live engine runs sync scheduling only: set async_scheduling to false \([^()]*\)$"
+    with pytest.raises(ValueError, match=says):
+        engine.reset({"num_gpu_blocks": 14, "async_scheduling": True})
+    wl = Workload([Request("a", 8, 3)], {"num_gpu_blocks": 14, "async_scheduling": True})
+    with pytest.raises(ValueError, match=says):
+        engine.run(wl)
+    assert engine.run(wl, {"async_scheduling": False}).trace.requests.shape[0] == 1   # the engine still runs

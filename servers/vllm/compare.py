@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sim import versions
+from sim.async_sched import per_schedule
 from sim.calibrate import calibrate, step_samples
 from sim.cost import CalibratedCost
 from sim.simulate import oracle_jsonl, simulate
@@ -33,11 +35,16 @@ from .recording import Recording, first_difference, oracle_lines, to_trace, to_w
 def decisions(rec: Recording) -> dict:
     """Whether the simulator makes the recorded decisions at every step, and where it parts."""
     recorded = oracle_lines(rec)
-    simulated = [json.loads(line) for line in oracle_jsonl(to_workload(rec)).splitlines()]
+    wl = to_workload(rec)
+    simulated = [json.loads(line) for line in oracle_jsonl(wl).splitlines()]
+    if wl.config.get("async_scheduling"):   # the recorder writes each step with its own update
+        simulated = per_schedule(simulated)
     diff = first_difference(recorded, simulated)
     capped = any(len(x["waiting"]) < n for x, n in zip(recorded, (s.get("waiting_n", 0) for s in rec.steps)))
     return {"equal": diff is None, "steps": len(recorded), "simulated_steps": len(simulated),
-            "first_difference": diff, "waiting_capped": capped}
+            "first_difference": diff, "waiting_capped": capped,
+            "simulated_as": {"vllm_version": wl.config.get("vllm_version", versions.NEWEST),
+                             "async_scheduling": bool(wl.config.get("async_scheduling"))}}
 
 
 def busy_periods(trace: Trace) -> Trace:

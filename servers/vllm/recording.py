@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from sim import versions
 from sim.inputs import check_config
 from sim.trace import Trace, kv_table, table_from_columns
 from sim.workload import MIN_TOKEN_ID, VOCAB_SIZE, Request, Workload
@@ -224,8 +225,12 @@ def _start(obj, raw: bytes) -> Recording:
         rec.warn(f"recorded by a newer recorder (format version {v}; this reader knows {VERSION}): "
                  "fields it does not know are ignored")
     if obj.get("vllm") != RECORDED_WITH:
-        rec.warn(f"recorded with vLLM {obj.get('vllm')}; the recorder was built and checked against "
-                 f"{RECORDED_WITH}, so its scheduler may differ from the simulator's")
+        try:   # the simulator's rules follow the header's version (mode_config); the recorder's reads do not
+            ruled = f"re-simulated with vLLM {versions.normalize(str(obj.get('vllm')))}'s rules"
+        except ValueError:
+            ruled = "the simulator has no rules for that version"
+        rec.warn(f"recorded with vLLM {obj.get('vllm')}; the recorder was built and checked inside vLLM "
+                 f"{RECORDED_WITH}, so what it read of this version's scheduler is unchecked ({ruled})")
     if not isinstance(obj.get("config"), dict):
         rec.warn("the header has no scheduler settings: the recording cannot be re-simulated")
         obj["config"] = {}
@@ -581,6 +586,56 @@ def _prompt_ids(a: dict, block_size: int):
     return tuple(ids)
 
 
+def mode_config(rec: Recording) -> dict:
+    """The simulator settings a recording's header picks: `vllm_version` (the rules of the vLLM
+    that ran, sim/versions.py) and `async_scheduling` (the scheduler's class). ValueError with one
+    sentence for a vLLM the simulator has no rules for; a header without a version (a recorder
+    that could not read it) keeps the newest rules."""
+    out = {}
+    v = rec.header.get("vllm")
+    if v not in (None, "", "unknown"):
+        try:
+            out["vllm_version"] = versions.normalize(str(v))
+        except ValueError:
+            raise ValueError(f"this recording is of vLLM {v}, and the simulator has rules for vLLM "
+                             f"{', '.join(versions.VERSIONS)} only: it can be played back but not "
+                             f"re-simulated") from None
+    if is_async(rec):
+        out["async_scheduling"] = True
+    return out
+
+
+def is_async(rec: Recording) -> bool:
+    """Whether vLLM's AsyncScheduler made the recording: the recorder's class says so (the one
+    the user named with --scheduler-cls); a header without one falls back on the setting."""
+    cls = rec.header.get("scheduler_class")
+    if cls:
+        return "Async" in str(cls)
+    return bool(rec.config.get("async_scheduling"))
+
+
+def engine_calls_before(rec: Recording) -> Callable[[int], int]:
+    """Async recordings: for schedule() call k, the engine calls before it (k - 1 schedule calls
+    and the drain calls among them). The recorder counts schedule() calls; the simulator counts every
+    call of step_with_batch_queue (sim/async_sched.py), and a drain call (an output applied with
+    nothing to schedule: the end of a busy period) is one. A step's output applied before the next
+    schedule() began was drained, unless it was applied in the call that scheduled it (the queue
+    was empty, nothing was scheduled). Without times no drain is counted."""
+    steps = [st for st in rec.steps if st.get("step") is not None]
+    out, drains, prev_applied_early = {}, 0, True
+    for j, st in enumerate(steps):
+        k = int(st["step"])
+        out[k] = k - 1 + drains
+        nxt = steps[j + 1] if j + 1 < len(steps) else None
+        t, tn = st.get("t") or [None] * 4, (nxt.get("t") if nxt else None) or [None] * 4
+        applied_early = t[2] is not None and tn[0] is not None and t[2] < tn[0]
+        fell_through = prev_applied_early and not st.get("sched")
+        if applied_early and not fell_through:
+            drains += 1
+        prev_applied_early = applied_early
+    return lambda k: out.get(k, k - 1 + drains)
+
+
 def to_workload(rec: Recording, *, timed: bool = False) -> Workload:
     """The recorded requests as a workload with the server's config. Each arrives right before the
     step it was added in (arrival_step = that step - 1), or, timed, at the time the scheduler got
@@ -588,8 +643,7 @@ def to_workload(rec: Recording, *, timed: bool = False) -> Workload:
     on its own (EOS, a stop string) or was aborted asks for the tokens it made."""
     cfg = rec.config
     config = {k: cfg[k] for k in CONFIG_KEYS if k in cfg}
-    if str(rec.header.get("vllm", "")).startswith("0.32."):
-        config["self_preemption_ends_running"] = True   # that version's running loop (sim.scheduler)
+    config.update(mode_config(rec))
     produced: dict[int, int] = {}
     reason: dict[int, str] = {}
     for st in rec.steps:
@@ -600,14 +654,17 @@ def to_workload(rec: Recording, *, timed: bool = False) -> Workload:
     for f in rec.finishes:
         reason[int(f["i"])] = str(f.get("reason"))
     bs = int(cfg.get("block_size") or 16)
+    # async: a request added before schedule() call k joins before the engine call that made it
+    calls = engine_calls_before(rec) if config.get("async_scheduling") else (lambda k: k - 1)
     reqs = []
     for a in rec.adds:
         i = a["i"]
         mt = a["max_tokens"]
         if reason.get(i) not in (None, "length") and produced.get(i):
             mt = produced[i]
+        k = int(a.get("before_step") or 1)
         reqs.append(Request(id=str(a["id"]), prompt_len=a["prompt_len"], max_tokens=int(mt),
-                            arrival_step=max(int(a.get("before_step") or 1) - 1, 0),
+                            arrival_step=max(calls(k), 0),
                             arrival_time=_num(a.get("added")) if timed else None,
                             priority=int(a.get("priority") or 0), prompt_token_ids=_prompt_ids(a, bs)))
     if config.get("enable_prefix_caching") and any(r.prompt_token_ids is None for r in reqs):

@@ -187,16 +187,54 @@ def test_a_step_line_with_fields_of_the_wrong_type_is_skipped(bad):
 
 def test_the_priority_sample_needs_vllm_032s_running_loop():
     """Under priority, a request preempting itself ends 0.32.0's running loop (0.33.0 goes on):
-    the recording of the 0.32 server is matched with that rule, and parts without it."""
+    the recording of the 0.32 server is matched with that version's rules (picked from its
+    header), or with the old self_preemption_ends_running key, and parts without them."""
     rec = read_recording(ROOT / "samples" / "vllm" / "priority.jsonl.gz")
     wl = to_workload(rec)
-    assert wl.config["self_preemption_ends_running"] is True
+    assert rec.header["vllm"] == "0.32.0" and wl.config["vllm_version"] == "0.32"
+    assert "async_scheduling" not in wl.config   # a RecordingScheduler: sync
     recorded = oracle_lines(rec)
     with_rule = [json.loads(x) for x in oracle_jsonl(wl).splitlines()]
-    wl.config["self_preemption_ends_running"] = False
+    old_key = [json.loads(x) for x in oracle_jsonl(wl, {"vllm_version": "0.33",
+                                                        "self_preemption_ends_running": True}).splitlines()]
+    wl.config["vllm_version"] = "0.33"
     without = [json.loads(x) for x in oracle_jsonl(wl).splitlines()]
     assert first_difference(recorded, with_rule) is None
+    assert old_key == with_rule
     d = first_difference(recorded, without)
     assert d is not None and d["field"] == "scheduled"
     step = recorded[d["step"] - 1]
     assert step["preempted"] and set(d["simulated"]) - set(d["recorded"])   # 0.33 schedules one more
+
+
+@pytest.mark.parametrize("version, said", [("0.31.2", "vLLM 0.31.2"), ("0.35.0", "vLLM 0.35.0")])
+def test_a_recording_of_a_vllm_without_rules_is_refused_when_re_simulated(version, said):
+    """Played back, yes (to_trace); re-simulated, no: one sentence naming the version."""
+    lines = raw(SAMPLES[0]).split(b"\n")
+    head = json.loads(lines[0])
+    lines[0] = json.dumps({**head, "vllm": version}).encode()
+    rec = read_recording(b"\n".join(lines))
+    to_trace(rec)
+    with pytest.raises(ValueError) as e:
+        to_workload(rec)
+    msg = str(e.value)
+    assert said in msg and "0.32, 0.33, 0.34" in msg and "\n" not in msg and msg.count(". ") == 0
+
+
+def test_the_header_picks_the_rules_and_the_mode():
+    lines = raw(SAMPLES[0]).split(b"\n")
+    head = json.loads(lines[0])
+    for vllm, want in (("0.33.0", "0.33"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32")):
+        lines[0] = json.dumps({**head, "vllm": vllm}).encode()
+        assert to_workload(read_recording(b"\n".join(lines))).config["vllm_version"] == want
+    lines[0] = json.dumps({**head, "vllm": "0.34.0", "scheduler_class": "AsyncRecordingScheduler"}).encode()
+    wl = to_workload(read_recording(b"\n".join(lines)))
+    assert wl.config["async_scheduling"] is True and wl.config["vllm_version"] == "0.34"
+    # the class that ran decides; the setting alone (a sync class under an async engine config) does not
+    lines[0] = json.dumps({**head, "vllm": "0.34.0", "config": {**head["config"], "async_scheduling": True}}).encode()
+    assert "async_scheduling" not in to_workload(read_recording(b"\n".join(lines))).config
+    lines[0] = json.dumps({**{k: v for k, v in head.items() if k != "scheduler_class"}, "vllm": "0.34.0",
+                           "config": {**head["config"], "async_scheduling": True}}).encode()
+    assert to_workload(read_recording(b"\n".join(lines))).config["async_scheduling"] is True   # no class: the setting
+    lines[0] = json.dumps({**head, "vllm": "unknown"}).encode()
+    assert "vllm_version" not in to_workload(read_recording(b"\n".join(lines))).config   # the newest rules

