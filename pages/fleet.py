@@ -184,8 +184,9 @@ def timeline(fleet, key: str, title: str) -> None:
     left, right = st.columns(2, gap="large")
     with left:
         fig = kv_map_figure(tr, s)
-        # half the page's width: its legend takes two rows (room declared, so Plotly draws it once)
-        fig.update_layout(margin={"t": 80, "b": 16})
+        # half the page's width: its legend takes two or three rows, as the browser's fonts set
+        # them (room for three declared, so Plotly draws it once)
+        fig.update_layout(margin={"t": 104, "b": 16})
         m = fig.layout.meta
         st.markdown(f"**{plain(names[pick])}, KV blocks after step {s}**: {m['used']} in use, {m['free']} free"
                     + (f", {m['cached_free']} cached-free" if m["cached_free"] else ""))
