@@ -28,6 +28,7 @@ import streamlit as st
 
 from figures.search import frontier_figure, goodput_heatmap
 from sim.cost import COST_PRESETS, cost_from_preset
+from sim.versions import GPU_DEFAULTS, gpu_blocks
 from sim.search import (Grid, LocalSearch, Runner, SearchJob, best, check_configs, describe, table_rows, to_csv,
                         values_from_text)
 from ui import primer
@@ -57,6 +58,8 @@ SWEEP = {
     "enable_prefix_caching": ("Prefix caching", "false, true", "pb_prefix"),
     "tenant_cap": ("Per-tenant running cap", "0, 4", "pb_tenant_cap"),
     "max_queued_requests": ("Queue limit", "0, 64", "pb_queue_limit"),
+    "async_scheduling": ("Async scheduling", "false, true", "pb_async"),
+    "vllm_version": ("vLLM version", "0.33, 0.34", "pb_vllm_version"),
 }
 DEFAULT_KNOBS = "max_num_seqs,max_num_batched_tokens"
 DEFAULT_SCENARIO = "random_500"
@@ -91,6 +94,24 @@ def _knobs() -> list[str]:
 
 def _knobs_picked() -> None:
     ss["keep_cs_knobs"] = ",".join(k for k in SWEEP if k in ss["cs_knob_pick"])
+
+
+def _gpu_preset() -> None:
+    """The "vLLM 0.34 on a GPU" button: sweep sync against async (the CUDA default) on 64-token
+    blocks (FlashAttention's size), the vLLM scheduler with recompute (sim.versions.GPU_DEFAULTS),
+    beside the knobs already picked; each block count is recounted to hold the same tokens."""
+    d = GPU_DEFAULTS
+    picked = [k for k in _knobs() if k not in ("scheduler", "preemption_mode", "vllm_version")]
+    ss["keep_cs_knobs"] = ",".join(k for k in SWEEP if k in {*picked, "async_scheduling", "block_size"})
+    ss["keep_cs_v_async_scheduling"] = "false, true"
+    if "num_gpu_blocks" in picked:
+        try:
+            old = [int(x) for x in str(ss["keep_cs_v_num_gpu_blocks"]).split(",") if x.strip()]
+            size = int(str(ss.get("keep_cs_v_block_size", "16")).split(",")[0])
+            ss["keep_cs_v_num_gpu_blocks"] = ", ".join(str(gpu_blocks(b, size, d["block_size"])) for b in old)
+        except ValueError:
+            pass   # values that do not read as numbers: left for the search to refuse in one sentence
+    ss["keep_cs_v_block_size"] = str(d["block_size"])
 
 
 def _start(search_id: str) -> None:
@@ -259,6 +280,10 @@ with st.sidebar:
                    on_change=_knobs_picked, help="Every combination of the values below runs once.")
     for k in _knobs():
         st.text_input(f"{SWEEP[k][0]} ({k})", key=f"keep_cs_v_{k}", help="Comma-separated values.")
+    st.button("vLLM 0.34 on a GPU: sync vs async", key="cs_gpu_preset", on_click=_gpu_preset,
+              help="Sweep async scheduling (the CUDA default) against sync on 64-token KV blocks "
+                   "(FlashAttention's size), with the vLLM scheduler and recompute preemption; a KV-block "
+                   "sweep is recounted to hold the same tokens.")
 
     st.header("Where it runs")
     ray_why = _ray_ready()

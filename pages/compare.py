@@ -32,7 +32,8 @@ SIDES = ("a", "b")
 KNOBS = {"scheduler": "scheduler", "policy": "policy", "budget": "max_num_batched_tokens",
          "blocks": "num_gpu_blocks", "max_seqs": "max_num_seqs", "preemption": "preemption_mode",
          "prefix": "enable_prefix_caching", "queue": "max_queued_requests",
-         "version": "vllm_version", "async": "async_scheduling"}   # the last two: ui/vllm_mode.py
+         "version": "vllm_version", "async": "async_scheduling",   # these two: ui/vllm_mode.py
+         "block_size": "block_size"}
 CHANGE_LABELS = {"e2e": "End-to-end latency", "ttft": "Time to first token"}
 _D = SchedulerConfig()
 
@@ -49,7 +50,7 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
         ss[k(side, "policy")] = str(c["policy"])
         ss[k(side, "preemption")] = str(c["preemption_mode"])
         ss[k(side, "prefix")] = bool(c["enable_prefix_caching"])
-        for knob in ("budget", "blocks", "max_seqs", "queue"):
+        for knob in ("budget", "blocks", "max_seqs", "queue", "block_size"):
             ss[k(side, knob)] = int(c[KNOBS[knob]])
         vllm_mode.load(c, k(side, "version"), k(side, "async"))
         if cost:
@@ -67,7 +68,7 @@ SETTINGS = PageSettings("cmp", [
         Setting(k(side, "policy"), _D.policy, str, choices=tuple(POLICIES)),
         *vllm_mode.settings(k(side, "version"), k(side, "async")),
         *(Setting(k(side, knob), getattr(_D, KNOBS[knob]), int, bounds=BOUNDS[KNOBS[knob]])
-          for knob in ("budget", "blocks", "max_seqs", "queue")),
+          for knob in ("budget", "blocks", "max_seqs", "queue", "block_size")),
         Setting(k(side, "preemption"), _D.preemption_mode, str, choices=PREEMPTION_MODES),
         Setting(k(side, "prefix"), _D.enable_prefix_caching, bool),
         Setting(k(side, "cost"), "units", str, choices=tuple(COST_PRESETS)),
@@ -96,7 +97,7 @@ def side_title(side: str) -> str:
     c = side_config(side)
     short = {"vllm": "vLLM v1", "static": "static batching", "llama_slots": "llama slots"}
     return (f"{side.upper()}: {short.get(c['scheduler'], c['scheduler'])} · {c['policy']} · "
-            f"budget {c['max_num_batched_tokens']:,} · {c['num_gpu_blocks']:,} blocks · "
+            f"budget {c['max_num_batched_tokens']:,} · {c['num_gpu_blocks']:,} blocks of {c['block_size']} · "
             f"{c['max_num_seqs']} seqs · {c['preemption_mode']}" + (" · prefix cache" if c["enable_prefix_caching"] else "")
             + (f" · queue ≤ {c['max_queued_requests']:,}" if c["max_queued_requests"] else "")
             + (f" · vLLM {c['vllm_version']} {'async' if c['async_scheduling'] else 'sync'}"
@@ -117,10 +118,16 @@ def side_widgets(side: str) -> None:
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     c1.radio("On preemption", PREEMPTION_MODES, key=k(side, "preemption"), horizontal=True)
     c2.toggle("Prefix caching", key=k(side, "prefix"))
-    c1, c2 = st.columns([3, 2])
+    c1, c2, c3 = st.columns([3, 2, 2])
     c1.selectbox("Step cost", list(COST_PRESETS), key=k(side, "cost"), format_func=lambda c: COST_PRESETS[c].label)
     c2.number_input("Queue limit (0 = none)", *BOUNDS["max_queued_requests"], step=1, key=k(side, "queue"),
                     help="max_queued_requests: an arrival that finds this many waiting is rejected (HTTP 503).")
+    c3.number_input("Block size (tokens)", *BOUNDS["block_size"], step=1, key=k(side, "block_size"))
+    st.button(vllm_mode.GPU_PRESET_LABEL, key=f"cmp_{side}_gpu_preset", help=vllm_mode.GPU_PRESET_HELP,
+              on_click=vllm_mode.apply_gpu_preset, args=({
+                  "scheduler": k(side, "scheduler"), "version": k(side, "version"), "async": k(side, "async"),
+                  "preemption": k(side, "preemption"), "block_size": k(side, "block_size"),
+                  "blocks": k(side, "blocks")},))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,6 +83,11 @@ with st.sidebar:
                  help="Continuous batching refills a slot as soon as a request finishes; static batching "
                       "waits for the whole group to finish.")
     vllm_mode.widgets(VERSION_KEY, ASYNC_KEY)
+    st.button(vllm_mode.GPU_PRESET_LABEL, key="pb_gpu_preset", help=vllm_mode.GPU_PRESET_HELP,
+              on_click=vllm_mode.apply_gpu_preset, args=({
+                  "scheduler": "keep_pb_scheduler", "version": VERSION_KEY, "async": ASYNC_KEY,
+                  "preemption": "keep_pb_preemption", "block_size": "keep_pb_block_size",
+                  "blocks": "keep_pb_blocks"},))
     st.selectbox("Waiting-queue policy", list(POLICIES), key="keep_pb_policy",
                  format_func=lambda p: POLICY_LABELS.get(p, p))
     c1, c2 = st.columns(2)

@@ -59,6 +59,22 @@ class Rules:
     async_scheduling: bool
 
 
+# What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
+# simulator's defaults (shared/vllm/v034-and-async.md): async scheduling, which resolves to on for
+# CUDA (0.34.0 config/vllm.py:1610-1637), and KV blocks of 64 tokens where FlashAttention takes
+# that size (config/cache.py:185; 16 before). Async is modelled with the vLLM scheduler and its
+# own preemption (recompute). The scheduler's other defaults are 0.33.0's.
+GPU_DEFAULTS = {"vllm_version": "0.34", "async_scheduling": True, "block_size": 64,
+                "scheduler": "vllm", "preemption_mode": "recompute"}
+
+
+def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -> int:
+    """The KV blocks of `gpu_block_size` tokens that hold what `num_gpu_blocks` blocks of
+    `block_size` tokens held (the same KV memory; block 0, the null block, counted apart)."""
+    tokens = max(int(num_gpu_blocks) - 1, 1) * int(block_size)
+    return max(-(-tokens // gpu_block_size), 1) + 1
+
+
 RULES = {
     "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=False),

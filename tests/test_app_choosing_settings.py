@@ -206,3 +206,27 @@ def test_with_no_knob_swept_the_search_is_the_workloads_own_config():
     url = at.get("link_button")[0].proto.url
     assert dict(parse_qsl(urlsplit(url).query)) == {"pb_source": "Built-in scenario", "pb_scenario": "lesson_abc",
                                                     "pb_cost": "units"}
+
+
+def test_the_gpu_preset_sweeps_sync_against_async_on_64_token_blocks():
+    """"vLLM 0.34 on a GPU: sync vs async": the knobs picked stay, async and the 64-token block
+    size join them, a KV-block sweep is recounted to the same tokens; the rows are the core's."""
+    from sim.versions import gpu_blocks
+    at = open_page(cs_scenario="lesson_abc", cs_ttft="100", cs_knobs="max_num_seqs,num_gpu_blocks",
+                   cs_v_max_num_seqs="1, 2", cs_v_num_gpu_blocks="9, 17")
+    at.button(key="cs_gpu_preset").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["keep_cs_knobs"] == "max_num_seqs,num_gpu_blocks,block_size,async_scheduling"
+    assert at.text_input(key="keep_cs_v_num_gpu_blocks").value == f"{gpu_blocks(9, 16)}, {gpu_blocks(17, 16)}"
+    assert at.text_input(key="keep_cs_v_block_size").value == "64"
+    at.button(key="cs_run_button").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    run = at.session_state["cs_run"]
+    grid = Grid.parse({"max_num_seqs": [1, 2], "num_gpu_blocks": [gpu_blocks(9, 16), gpu_blocks(17, 16)],
+                       "block_size": [64], "async_scheduling": [False, True]})
+    want = run_local(SearchJob.make(scenarios.workload("lesson_abc"), slo={"ttft": 100.0}), grid.configs())
+    assert len(run["rows"]) == len(grid) == 8
+    assert to_csv(grid, [run["rows"][i] for i in range(len(grid))]) == to_csv(grid, want)
+    configs = grid.configs()
+    steps = {(c["max_num_seqs"], c["num_gpu_blocks"], c["async_scheduling"]): r["steps"] for c, r in zip(configs, want)}
+    assert any(steps[(m, b, True)] != steps[(m, b, False)] for m, b, _ in steps)   # async is a different run

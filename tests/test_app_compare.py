@@ -172,3 +172,18 @@ def test_sync_vs_async_on_the_same_arrivals(at):
     again = open_page("compare.py", 60, **dict(at.query_params))   # the link reproduces it
     assert again.toggle(key="keep_cmp_b_async").value and again.number_input(key="keep_cmp_b_blocks").value == 8
     assert not again.error and diff(again).loc["steps", "B - A"] == 1
+
+
+def test_the_gpu_preset_on_one_side(at):
+    """B's "vLLM 0.34 on a GPU": async, 64-token blocks holding B's tokens, recompute; A untouched."""
+    from sim.versions import gpu_blocks
+    blocks_b, size = at.number_input(key="keep_cmp_b_blocks").value, at.number_input(key="keep_cmp_b_block_size").value
+    assert size == at.number_input(key="keep_cmp_a_block_size").value   # the workload's block size, on both sides
+    at.button(key="cmp_b_gpu_preset").click().run()
+    assert not at.exception and not at.error
+    assert at.toggle(key="keep_cmp_b_async").value and not at.toggle(key="keep_cmp_a_async").value
+    assert at.number_input(key="keep_cmp_b_block_size").value == 64 and at.number_input(key="keep_cmp_a_block_size").value == size
+    assert at.number_input(key="keep_cmp_b_blocks").value == gpu_blocks(blocks_b, size)
+    titles = [a["text"] for a in chart_specs(at)["lockstep"]["layout"]["annotations"]]
+    assert "blocks of 64" in titles[1] and titles[1].endswith("· vLLM 0.34 async</b>")
+    assert f"blocks of {size}" in titles[0]

@@ -205,3 +205,23 @@ def test_an_uploaded_async_workload_sets_the_mode(at):
     at.selectbox(key="keep_pb_scheduler").set_value("static").run()   # static batching has no async mode
     assert not at.exception
     assert at.error and "the static scheduler has no async mode" in at.error[0].value
+
+
+def test_the_gpu_preset_gives_a_default_vllm_034_gpu_deployment(at):
+    """"vLLM 0.34 on a GPU": async on, 64-token blocks recounted to hold the same tokens, the vLLM
+    scheduler with recompute; the run is the simulator's on that config."""
+    from sim.simulate import simulate
+    from sim.versions import gpu_blocks
+    at.radio(key="keep_pb_preemption").set_value("swap").run()
+    blocks, size = at.number_input(key="keep_pb_blocks").value, at.number_input(key="keep_pb_block_size").value
+    at.button(key="pb_gpu_preset").click().run()
+    assert not at.exception and not at.error
+    assert at.toggle(key="keep_pb_async").value and at.selectbox(key="keep_pb_vllm_version").value == "0.34"
+    assert at.radio(key="keep_pb_preemption").value == "recompute"
+    assert at.number_input(key="keep_pb_block_size").value == 64
+    assert at.number_input(key="keep_pb_blocks").value == gpu_blocks(blocks, size) < blocks
+    assert at.query_params["pb_block_size"] in ("64", ["64"])
+    assert any(c.value.startswith("Scheduling: vLLM 0.34 rules · async scheduling") for c in at.caption)
+    wl = scenarios.workload("lesson_abc")
+    want = simulate(wl, {"async_scheduling": True, "block_size": 64, "num_gpu_blocks": gpu_blocks(blocks, size)})
+    assert at.metric[0].value == str(len(want.steps))

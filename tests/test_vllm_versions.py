@@ -227,3 +227,14 @@ def test_cli_trace_writes_the_async_lines(tmp_path):
     subprocess.run([sys.executable, "-m", "sim", "trace", str(ASYNC / f"{name}.workload.json"), "-o", str(out)],
                    cwd=ROOT, check=True)
     assert out.read_text() == (ASYNC / f"{name}.vllm.jsonl").read_text()
+
+
+def test_gpu_defaults_and_block_recount():
+    from sim.versions import GPU_DEFAULTS, gpu_blocks
+    assert GPU_DEFAULTS["async_scheduling"] is True and GPU_DEFAULTS["block_size"] == 64
+    check_config(dict(GPU_DEFAULTS))   # a config the simulator takes as it is (raises otherwise)
+    assert simulate(_threshold_workload(), dict(GPU_DEFAULTS)).meta["config"]["block_size"] == 64
+    assert gpu_blocks(2001, 16) == 501          # 32,000 tokens: 500 blocks of 64, + the null block
+    assert gpu_blocks(9, 4) == 2                # 32 tokens fit one block of 64
+    assert gpu_blocks(10, 64) == 10             # already 64: unchanged
+    assert gpu_blocks(4, 100) == 6              # 300 tokens: 5 blocks (rounded up), + 1

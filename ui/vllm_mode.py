@@ -17,7 +17,8 @@ from __future__ import annotations
 import streamlit as st
 
 from sim.trace import Trace
-from sim.versions import NEWEST, VERSIONS, normalize
+from sim.scheduler import CONFIG_BOUNDS as BOUNDS
+from sim.versions import GPU_DEFAULTS, NEWEST, VERSIONS, gpu_blocks, normalize
 
 from .labels import SCHEDULER_LABELS
 from .state import Setting
@@ -83,3 +84,26 @@ def short(trace: Trace) -> str:
     """The mode in a few characters, for a title: "vLLM 0.34 async" / "vLLM 0.34 sync" / ""."""
     version, is_async = mode(trace)
     return "" if version is None else f"vLLM {version} {'async' if is_async else 'sync'}"
+
+
+GPU_PRESET_LABEL = "vLLM 0.34 on a GPU"
+GPU_PRESET_HELP = ("What a default vLLM 0.34 deployment on a GPU schedules with: async scheduling on (the "
+                   "CUDA default), KV blocks of 64 tokens (FlashAttention's size; 16 before), the vLLM "
+                   "scheduler with recompute preemption. The KV blocks are recounted so that they hold "
+                   "the same tokens as before.")
+
+
+def apply_gpu_preset(keys: dict) -> None:
+    """An on_click: the widgets named by `keys` (scheduler, version, async, preemption, block_size,
+    blocks -> session-state key) set to a default vLLM 0.34 GPU deployment (sim.versions.GPU_DEFAULTS)."""
+    ss = st.session_state
+    d = GPU_DEFAULTS
+    old_size = int(ss.get(keys["block_size"], 16) or 16)
+    lo, hi = BOUNDS["num_gpu_blocks"]
+    if ss.get(keys["blocks"]) is not None and old_size != d["block_size"]:
+        ss[keys["blocks"]] = min(max(gpu_blocks(int(ss[keys["blocks"]]), old_size, d["block_size"]), lo), hi)
+    ss[keys["block_size"]] = d["block_size"]
+    ss[keys["scheduler"]] = d["scheduler"]
+    ss[keys["version"]] = d["vllm_version"]
+    ss[keys["async"]] = d["async_scheduling"]
+    ss[keys["preemption"]] = d["preemption_mode"]
