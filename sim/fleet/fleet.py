@@ -203,11 +203,21 @@ class RoutingLoop:
         self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
         if self.indexes is not None:
             self.ctx.cached_prefix = self._cached_prefix
+        # A router that reads only its own in-flight counts needs a replica run up to a decision
+        # only if one of its responses could have ended by then: `due` is a time before which none
+        # can (SimReplica.release_horizon, plus the tail), and the wake heap is keyed by it. The
+        # decisions are those of running every replica every time (tested byte for byte).
+        self.counts_only = self._counts_only()
+        self.due = [-math.inf] * n
         self.by_id: dict[str, object] = {}
         self.next_start = [math.inf] * len(backends)
         self.wake: list[tuple[float, int]] = []
         self.dirty: set[int] = set(range(len(backends)))
         self.rows: dict[str, list] = {k: [] for k in ROUTE_COLUMNS}
+
+    def _counts_only(self) -> bool:
+        return bool(self.router.reads_fleet and not self.router.reads_engine
+                    and all(hasattr(b, "release_horizon") for b in self.backends))
 
     def _cached_blocks(self, i: int, req) -> int:
         b = self.backends[i]
@@ -251,9 +261,33 @@ class RoutingLoop:
         if ns != math.inf:
             heapq.heappush(self.wake, (ns, i))
 
+    def _schedule_due(self, i: int, due: float | None = None) -> None:
+        """Counts only: note the earliest time a response of backend i could end at the router."""
+        if due is None:
+            due = self.backends[i].release_horizon() + self.s.response_tail
+        self.due[i] = due
+        if due != math.inf and not self.lazy:   # lazy views read `due` when a view is read
+            heapq.heappush(self.wake, (due, i))
+
+    def _advance_due(self, t: float) -> None:
+        """Counts only: run up to t the replicas a response of which could have ended by t."""
+        wake, due = self.wake, self.due
+        ran = []
+        while wake and wake[0][0] <= t:
+            when, i = heapq.heappop(wake)
+            if when != due[i]:
+                continue   # stale entry
+            due[i] = math.nan   # taken: no second entry for i until it is noted again below
+            self._run_one(i, t)
+            ran.append(i)
+        for i in ran:
+            self._schedule_due(i)
+
     def _advance(self, t: float) -> None:
         """Run every replica whose next step starts before t (only those: a heap of next starts,
         so a decision costs what changed, not a pass over every replica)."""
+        if self.counts_only and t != math.inf:
+            return self._advance_due(t)
         wake, ns = self.wake, self.next_start
         ran = []
         while wake and wake[0][0] < t:
@@ -310,6 +344,12 @@ class RoutingLoop:
             return
         self.brought_to[i] = t
         s, b = self.s, self.backends[i]
+        if self.counts_only:
+            if self.due[i] <= t:   # one of its responses could have ended by t: run it
+                self._run_one(i, t)
+                self._schedule_due(i)
+            self._release(self.firsts[i], self.releases[i], t)
+            return
         if s.refresh_interval > 0:
             r = math.floor(t / s.refresh_interval) * s.refresh_interval
             if r > self.refreshed_at[i]:
@@ -331,6 +371,10 @@ class RoutingLoop:
         """Every replica run up to t, the responses ended by t released, the signals refreshed
         as the refresh interval says."""
         s = self.s
+        if self.counts_only:   # no engine signal is read: the responses ended by t are all it needs
+            self._advance(t)
+            self._release_until(t)
+            return
         if s.refresh_interval > 0:
             r = math.floor(t / s.refresh_interval) * s.refresh_interval
             if r > self.last_refresh:
@@ -362,9 +406,11 @@ class RoutingLoop:
         if self.prompts.tokens is not None and req.prompt_token_ids is None:
             req = replace(req, prompt_token_ids=tuple(self.prompts.tokens))   # made once, not again by the replica
         self.backends[go].dispatch(replace(req, arrival_time=reached))
+        if self.counts_only:   # turned away on arrival, it would leave at once
+            self._schedule_due(go, min(self.due[go], reached + s.response_tail))
         if self.lazy:
             self.brought_to[go] = -math.inf   # its queue grew: read again, its signals are refreshed
-        else:
+        elif not self.counts_only:
             self._schedule(go)
         self._collect(go)   # a recorded replica knows when the request finished
         self.dirty.add(go)
@@ -386,7 +432,7 @@ class RoutingLoop:
 
     def finish(self) -> None:
         """Run every replica to the end and let every response end at the router."""
-        if self.lazy:
+        if self.lazy or self.counts_only:
             for i in range(len(self.backends)):
                 self._run_one(i, math.inf)
         else:

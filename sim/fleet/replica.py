@@ -14,10 +14,21 @@ import math
 from collections import deque
 from dataclasses import replace
 
-from ..cost import UnitsCost
+from ..cost import CalibratedCost, RooflineCost, UnitsCost
 from ..registry import SCHEDULERS
 from ..scheduler import SchedulerConfig
 from ..simulate import SWAP_LINK_BYTES_PER_S, DigestRecorder, Recorder, check_fits
+
+
+def step_time_floor(cost) -> float:
+    """The least time a step that samples a token can take under `cost`, or 0 where the model
+    gives no such floor: its time for one token and no context, when its time never falls as a
+    step holds more tokens or more context (the roofline and units models; a fitted line with no
+    negative term)."""
+    if type(cost) in (UnitsCost, RooflineCost) or (
+            type(cost) is CalibratedCost and min(cost.per_token, cost.per_context_token, cost.per_step) >= 0):
+        return max(float(cost.step_time_totals(1, 0)), 0.0)
+    return 0.0
 
 
 class SimReplica:
@@ -48,6 +59,7 @@ class SimReplica:
         to_unit = {"ms": 1000.0, "s": 1.0}.get(getattr(self.cost, "time_unit", ""), 0.0)
         self.swap_unit_per_byte = to_unit / SWAP_LINK_BYTES_PER_S
         self.idle_dt = self.cost.step_time(1, [1])
+        self.step_floor = step_time_floor(self.cost)
         self.tracks_counters = bool(self.sched.waiting.state()) or cfg.policy == "vtc"
         self.pending: deque = deque()   # requests dispatched here, not yet joined a step (arrival order)
         self.requests: list = []        # every request dispatched here, in dispatch order
@@ -150,6 +162,28 @@ class SimReplica:
                 del seqs[seq.id]
             self.busy_time += dt
             self.clock = end
+
+    def release_horizon(self) -> float:
+        """A time before which no request here can finish: every request still to finish needs
+        one step per output token it has left (each step that samples takes at least the cost
+        model's step_time_floor), and one not yet arrived may be turned away the moment it does.
+        -inf when the cost model gives no floor."""
+        if self.n_done == len(self.requests):
+            return math.inf
+        if self.step_floor <= 0:
+            return -math.inf
+        h = self.pending[0].arrival_time if self.pending else math.inf
+        left = math.inf
+        max_len = self.max_model_len
+        for seq in self.sched.seqs.values():
+            n = min(seq.max_tokens - seq.num_output, max_len - seq.num_tokens)
+            if n < left:
+                left = n
+                if n <= 1:
+                    break
+        if left != math.inf:
+            h = min(h, self.clock + max(left, 1) * self.step_floor)
+        return h
 
     def cached_blocks(self, hashes: list[int]) -> int:
         """Leading blocks of a prompt (its chain hashes at this replica's block size) held in

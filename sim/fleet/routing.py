@@ -98,6 +98,10 @@ class Router:
     # True for a router that asks ctx.cached_prefix at every decision: the loop then keeps a
     # fleet-wide index of the replicas' cached blocks (sim/fleet/prefix_index.py)
     reads_prefix_cache = False
+    # False for a router that reads of the fleet only its own in-flight counts (ctx.in_flight, a
+    # view's in_flight), no engine-reported signal and no prefix cache: the loop then runs a
+    # replica only when one of its responses could have ended (fleet.py, `counts_only`)
+    reads_engine = True
 
     def __init__(self, num_replicas: int, config: dict | None = None, seed: int = 0):
         self.n = int(num_replicas)

@@ -354,3 +354,61 @@ def test_async_scheduling_is_refused_in_one_sentence(where):
                                          r"to false \([^()]*\)$"):
         simulate_fleet(wl, s, cost=MS)
     assert len(simulate_fleet(_workload(n=6, async_scheduling=False), FleetSettings(replicas=2), cost=MS).routes) == 6
+
+
+@pytest.mark.parametrize("router", ["least_loaded", "cache_aware", "power_of_two"])
+@pytest.mark.parametrize("kw", [{}, {"response_tail": 7.0, "router_latency": 2.0, "refresh_interval": 30.0}])
+def test_a_router_reading_its_own_counts_runs_a_replica_only_when_a_response_could_have_ended(router, kw, monkeypatch):
+    """least_loaded (on in_flight), cache_aware and power_of_two read no engine signal: a replica
+    runs up to a decision only once one of its responses could have ended (its release horizon),
+    and the fleet is the same to the byte as running them all; with a queue limit that turns
+    requests away on arrival, too."""
+    from sim.fleet import fleet as fleet_mod
+    from sim.fleet.replica import SimReplica
+    from sim.fleet.routers import make_router
+    wl = _workload(n=200, gap=1.5, blocks=80, max_queued_requests=3)
+    s = FleetSettings(replicas=4, router=router, seed=5, **kw)
+    assert make_router(router, 4).reads_engine is False
+    runs = []
+    real = SimReplica.advance
+
+    def counted(self, until):
+        runs.append(until)
+        return real(self, until)
+    monkeypatch.setattr(SimReplica, "advance", counted)
+    fast = simulate_fleet(wl, s, cost=MS)
+    fast_runs = len(runs)
+    rejected = sum(int(t.requests["rejected"].sum()) for t in fast.replicas)
+    assert rejected > 0   # the queue limit turned some away: horizons held for them too
+    monkeypatch.setattr(fleet_mod.RoutingLoop, "_counts_only", lambda self: False)
+    runs.clear()
+    assert simulate_fleet(wl, s, cost=MS).to_bytes() == fast.to_bytes()
+    assert fast_runs <= len(runs)   # never more runs of the replicas for the same fleet
+    if router == "least_loaded":     # it spreads requests: most replicas wait out most decisions
+        assert fast_runs < len(runs)
+
+
+def test_release_horizon_is_a_floor_on_the_next_finish():
+    """No request of a replica ends before its release horizon, at any point of a run (checked
+    every 3 ms of a busy replica's run, requests dispatched as they arrive)."""
+    from sim.fleet.fleet import replica_configs, timed_requests
+    from sim.fleet.replica import SimReplica
+    wl = _workload(n=60, gap=4.0)
+    (cfg, mode, mml), = replica_configs(wl, FleetSettings(replicas=1), None)
+    b = SimReplica(0, cfg, mode, mml, MS)
+    reqs, _ = timed_requests(wl, MS)
+    t, k, checked, tight = 0.0, 0, 0, math.inf
+    while k < len(reqs) or b.n_done < len(b.requests):
+        while k < len(reqs) and reqs[k].arrival_time <= t:
+            b.dispatch(reqs[k])
+            k += 1
+        h = b.release_horizon()
+        before = len(b.finished)
+        t += 3.0
+        b.advance(t)
+        ends = [end for _, end in b.finished[before:]]
+        assert all(end >= h for end in ends), (h, ends)
+        checked += len(ends)
+        tight = min([tight] + [end - h for end in ends])
+    assert checked == 60 and b.step_floor > 0
+    assert tight < 3 * b.step_floor   # a floor, and not a loose one

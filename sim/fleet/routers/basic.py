@@ -53,7 +53,8 @@ class PowerOfTwo(Router):
     sources add to it comes from polling `GET /get_load`, which vLLM answers 404 (README of the
     fleet kit), so nothing is added. One worker: that one, nothing drawn."""
 
-    reads_drawn = True   # it reads the two drawn replicas' counts and nothing else
+    reads_drawn = True    # it reads the two drawn replicas' counts
+    reads_engine = False  # and nothing else
 
     def route(self, request, ctx):
         n = self.n
@@ -100,6 +101,7 @@ class LeastLoaded(Router):
     def __init__(self, num_replicas, config=None, seed=0):
         super().__init__(num_replicas, config, seed)
         self.signal = self.config["signal"]
+        self.reads_engine = self.signal != "in_flight"   # its own counts: no engine signal read
         self.read = attrgetter(self.signal)
         self.everyone = tuple(range(self.n))
 

@@ -59,6 +59,8 @@ class CacheAware(Router):
         "owner": "creator",
     }
 
+    reads_engine = False   # its own in-flight counts and its own tree
+
     @classmethod
     def check_config(cls, config):
         given = dict(config or {})
