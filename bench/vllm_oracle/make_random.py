@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Random configurations and workloads nobody chose, each traced with vLLM 0.34.0's real scheduler
+classes in both modes (trace034.py): the fixtures of tests/test_vllm034_random.py.
+
+    /tmp/oracle034/bin/python bench/vllm_oracle/make_random.py [--out tests/fixtures/vllm034_random]
+        [--count 40] [--extra 6] [--seed 34000]   # --no-trace: only the workloads (no vLLM needed)
+
+Draw k (k = 0..count-1) uses random.Random(seed + k) and writes rand034_<k>.workload.json (its
+config carries "vllm_version": "0.34" and no async key), rand034_<k>.sync.vllm.jsonl (Scheduler,
+EngineCore.step) and rand034_<k>.async.vllm.jsonl (AsyncScheduler, step_with_batch_queue).
+tight034_<k> and tiny034_<k> (k < extra) take draw k and press it: a pool barely above one
+longest request (draw_tight), or budgets of a few tokens and prompts about a block (draw_tiny).
+What varies: max_num_seqs, max_num_batched_tokens, num_gpu_blocks (from a pool barely above one
+longest request, which preempts, to ample), block_size, chunked prefill, the long-prefill
+threshold, prefix caching with shared-prefix groups, fcfs or priority, cache-aware admission
+(window and threshold; fcfs with caching), scheduler_reserve_full_isl, the watermark, an explicit
+max_model_len, and the arrivals (one burst, bursts, spread, with idle gaps). Workloads stay small
+(the fixtures are committed). Only configs vLLM 0.34 starts with are drawn (chunked prefill off
+needs max_num_batched_tokens >= max_model_len; max_num_batched_tokens >= max_num_seqs).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _arrivals(rng: random.Random, n: int) -> list[int]:
+    kind = rng.choice(["burst", "bursts", "spread", "gaps"])
+    if kind == "burst":
+        return [0] * n
+    if kind == "bursts":
+        at, out = 0, []
+        while len(out) < n:
+            out += [at] * min(n - len(out), rng.randint(2, 8))
+            at += rng.randint(1, 25)
+        return out
+    rate = rng.uniform(0.2, 2.0)  # requests per step
+    at, out = 0.0, []
+    for _ in range(n):
+        at += rng.expovariate(rate)
+        if kind == "gaps" and rng.random() < 0.12:
+            at += rng.randint(30, 90)  # the engine runs dry, idles, and starts again
+        out.append(int(at))
+    return out
+
+
+def draw(k: int, seed: int, scale: float = 1.0) -> dict:
+    """Draw k; `scale` stretches the request count and lengths (the fixtures use 1)."""
+    rng = random.Random(seed + k)
+    bs = rng.choice([1, 2, 4, 4, 8, 8, 16, 16, 32, 64])
+    n = rng.randint(6, max(6, int(24 * scale)))
+    long_tail = rng.random() < 0.5
+    caching = rng.random() < 0.5
+    groups = [rng.randrange(1, 10**6) for _ in range(rng.randint(1, 4))] if caching else []
+    reqs = []
+    for i, at in enumerate(sorted(_arrivals(rng, n))):
+        prompt = (rng.randint(1, 40) if not long_tail or rng.random() < 0.6
+                  else rng.randint(40, int(220 * scale)))
+        r = {"id": f"r{i:03d}", "arrival_step": at, "prompt_len": prompt,
+             "max_tokens": rng.choice([1, 1, 2, 3]) if rng.random() < 0.2 else rng.randint(1, int(40 * scale))}
+        if groups and rng.random() < 0.7:
+            r["prompt_seed"] = rng.choice(groups)  # a shared prefix: the shorter prompt heads the longer
+        reqs.append(r)
+    policy = "priority" if rng.random() < 0.3 else "fcfs"
+    if policy == "priority":
+        for r in reqs:
+            r["priority"] = rng.randint(0, 3)
+    longest = max(r["prompt_len"] + r["max_tokens"] for r in reqs)
+    max_len = longest if rng.random() < 0.8 else longest + rng.randint(1, 64)
+    chunked = rng.random() < 0.75
+    max_seqs = rng.choice([1, 2, 3, 4, 6, 8, 16, 32, 256])
+    budget = rng.choice([8, 16, 24, 32, 48, 64, 96, 128, 256, 512])
+    if not chunked:
+        budget = max(budget, max_len)  # vLLM refuses a budget below max_model_len without chunking
+    budget = max(budget, min(max_seqs, 64))
+    max_seqs = min(max_seqs, budget)
+    need = -(-max_len // bs)  # blocks of one longest request
+    tight = rng.random() < 0.5
+    blocks = need + 1 + (rng.randint(0, need) if tight else rng.randint(need, 8 * need + 40))
+    cfg = {"num_gpu_blocks": blocks, "block_size": bs, "max_num_batched_tokens": budget,
+           "max_num_seqs": max_seqs, "policy": policy, "enable_prefix_caching": caching,
+           "long_prefill_token_threshold": rng.choice([0, 0, rng.randint(1, 16), rng.randint(8, 64)]),
+           "enable_chunked_prefill": chunked}
+    if max_len != longest:
+        cfg["max_model_len"] = max_len
+    cfg["long_prefill_token_threshold"] = min(cfg["long_prefill_token_threshold"], max_len)
+    if rng.random() < 0.2:
+        cfg["scheduler_reserve_full_isl"] = False
+    if rng.random() < 0.2:
+        cfg["watermark"] = rng.choice([0.01, 0.02, 0.05, 0.1])
+    if caching and policy == "fcfs" and rng.random() < 0.6:
+        cfg["cache_aware_admission_window"] = rng.randint(2, 10)
+        cfg["cache_aware_admission_threshold"] = rng.choice([0.0, 0.2, 0.5, 0.5, 0.8])
+    cfg["vllm_version"] = "0.34"
+    _keep_startable(cfg, need)
+    return {"config": cfg, "requests": reqs}
+
+
+def _keep_startable(cfg: dict, need: int) -> None:
+    """A watermark that leaves fewer blocks than one longest request would keep it out forever."""
+    if cfg.get("watermark") and need > cfg["num_gpu_blocks"] - 1 - int(cfg["watermark"] * cfg["num_gpu_blocks"]):
+        del cfg["watermark"]
+
+
+def draw_tight(k: int, seed: int) -> dict:
+    """A draw under pressure: a pool barely above one longest request, often priority, few lanes,
+    admission on the first chunk only."""
+    wl = draw(k, seed)
+    rng = random.Random(10**6 + seed + k)
+    wl["requests"] = wl["requests"][:14]  # pressure makes many steps: fewer requests keep the fixture small
+    c, reqs = wl["config"], wl["requests"]
+    need = -(-c.get("max_model_len", max(r["prompt_len"] + r["max_tokens"] for r in reqs)) // c["block_size"])
+    c["num_gpu_blocks"] = need + 1 + rng.randint(0, max(1, need // 2))
+    if rng.random() < 0.4:
+        c["scheduler_reserve_full_isl"] = False
+    if rng.random() < 0.4 and "cache_aware_admission_window" not in c:
+        c["policy"] = "priority"
+        for r in reqs:
+            r["priority"] = rng.randint(0, 3)
+    if rng.random() < 0.3:
+        c["max_num_seqs"] = min(c["max_num_batched_tokens"], rng.choice([1, 2, 3]))
+    _keep_startable(c, need)
+    return wl
+
+
+def draw_tiny(k: int, seed: int) -> dict:
+    """A draw at the edges: budgets of a few tokens, thresholds of 1-3, prompts of 1 or 2 tokens or
+    about a block, a pool with 0-3 blocks to spare."""
+    wl = draw(k, seed)
+    rng = random.Random(7 * 10**6 + seed + k)
+    wl["requests"] = wl["requests"][:8]
+    c, reqs = wl["config"], wl["requests"]
+    if rng.random() < 0.8:
+        c["enable_chunked_prefill"] = True
+    c["long_prefill_token_threshold"] = rng.choice([0, 1, 2, 3])
+    if rng.random() < 0.5:
+        bs = c["block_size"]
+        for r in reqs:
+            r["prompt_len"] = rng.choice([1, 1, 2, bs, bs + 1, 2 * bs])
+            r["max_tokens"] = rng.choice([1, 2, 3, 5])
+        c.pop("max_model_len", None)
+    longest = max(r["prompt_len"] + r["max_tokens"] for r in reqs)
+    if c["enable_chunked_prefill"]:
+        c["max_num_batched_tokens"] = rng.choice([1, 2, 3, 5, 7, 13])
+    else:
+        c["max_num_batched_tokens"] = max(c["max_num_batched_tokens"], c.get("max_model_len", longest))
+    c["max_num_seqs"] = min(c["max_num_seqs"], c["max_num_batched_tokens"])
+    need = -(-max(c.get("max_model_len", longest), c["long_prefill_token_threshold"]) // c["block_size"])
+    c["num_gpu_blocks"] = need + 1 + rng.randint(0, 3)
+    _keep_startable(c, need)
+    return wl
+
+
+PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "vllm034_random"))
+    ap.add_argument("--count", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=34000)
+    ap.add_argument("--extra", type=int, default=6, help="draws of each of the tight and tiny profiles")
+    ap.add_argument("--scale", type=float, default=1.0, help="longer workloads (to hunt; the fixtures use 1)")
+    ap.add_argument("--no-trace", action="store_true")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not a.no_trace:
+        sys.path.insert(0, str(HERE))
+        import trace034
+        print(f"vLLM {trace034.installed_version()}", file=sys.stderr)
+    todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
+    todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
+    for name, wl in todo:
+        (out / f"{name}.workload.json").write_text(json.dumps(wl, separators=(",", ":")) + "\n")
+        if a.no_trace:
+            continue
+        for mode, is_async in (("sync", False), ("async", True)):
+            with open(out / f"{name}.{mode}.vllm.jsonl", "w") as f:
+                lines = trace034.trace(wl, f, is_async)
+            print(f"{name} {mode}: {lines} lines", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""schedlab's own vLLM 0.34.0 oracle: run vLLM's real scheduler classes, unmodified, on a workload
+and write one JSON line per engine call, in the format of the conformance cases the simulator is
+held to (tests/fixtures/vllm*/). Not run by CI; the traces it makes are committed as fixtures.
+
+Two modes, picked by the workload config's `async_scheduling` (or --sync / --async):
+
+* sync: `Scheduler`, driven as `EngineCore.step` drives it (vllm/v1/engine/core.py): when the
+  scheduler holds no request the call is idle; else schedule(), a made-up model output,
+  update_from_output().
+* async: `AsyncScheduler`, driven as `EngineCore.step_with_batch_queue` drives it
+  (core.py:758-871) with a batch queue of `VllmConfig.max_concurrent_batches` (pipeline size 1 + 1
+  = 2, config/vllm.py:560-566): if the scheduler holds requests, schedule() and queue the batch;
+  return at once while the queue is not full and something was scheduled or requests remain;
+  otherwise (or with nothing scheduled in this call and something queued) apply the OLDEST
+  queued batch's output. Each line then also carries `output_applied_through` (the newest step
+  whose output was applied before the call), `applied_step` (the step applied in the call, or
+  null) and, for a call that only applied an output, `"drain": true`.
+
+The engine itself is not used: no model, no GPU, no weights, no hub. The model config is a
+hand-written Llama-shaped config.json in a temporary folder, the KV cache one full-attention group
+of `num_gpu_blocks` blocks. The made-up model output gives one token (never EOS; every request
+runs to max_tokens) to each request whose scheduled chunk was not a partial prefill
+(`Request.is_prefill_chunk` right after schedule(), as the model runner discards a partial
+chunk's sample), positionally (ModelRunnerOutput.req_ids / sampled_token_ids, as 0.34 reads it).
+
+Workload: {"config": {...}, "requests": [{"id", "arrival_step", "prompt_len", "max_tokens",
+"priority"?, "prompt_seed"? | "prompt_token_ids"?}, ...]}. Config keys (defaults = vLLM's):
+num_gpu_blocks, block_size, max_num_batched_tokens, max_num_seqs, policy, enable_prefix_caching,
+long_prefill_token_threshold, enable_chunked_prefill, max_model_len (null: the longest request),
+scheduler_reserve_full_isl, watermark, cache_aware_admission_window,
+cache_aware_admission_threshold, async_scheduling; vllm_version is the simulator's and must be
+0.34 when given. A request with arrival_step a is added right before call a + 1, in workload
+order within a step; its arrival_time is the add order. Prompt and sampled token ids are the
+ones of the shared oracle (same seeds give the same ids), so traces are comparable.
+
+Lines: step, arrived, scheduled {id: tokens} (scheduling order), computed_before, sampled,
+preempted (victim order), finished, free_blocks (end of call), free_blocks_after_schedule,
+running, waiting (kv_holding_waiting + waiting + async_kv_waiting), cached_free_blocks (prefix
+caching only), idle (a call with nothing to do); then the async fields.
+
+Setup (Python 3.11, a folder outside the repository; requirements.txt pins every package, vLLM's
+wheel and a CPU torch included, and says why the set differs from vLLM's own metadata):
+
+    python3.11 -m venv /tmp/oracle034
+    /tmp/oracle034/bin/pip install --no-deps -r bench/vllm_oracle/requirements.txt
+
+Check it: SCHEDLAB_ORACLE034=/tmp/oracle034/bin/python pytest tests/test_vllm034_random.py runs
+this harness and wants the shared 0.34 cases (sync and async) and a committed draw back, byte
+for byte.
+
+Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
+
+    /tmp/oracle034/bin/python bench/vllm_oracle/trace034.py W.json -o W.vllm.jsonl
+    /tmp/oracle034/bin/python bench/vllm_oracle/trace034.py --out-dir DIR A.workload.json B.workload.json
+
+(--out-dir writes DIR/<name>.vllm.jsonl for each <name>.workload.json.) bench/vllm_oracle/
+make_random.py writes the random workloads of tests/fixtures/vllm034_random and traces them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import zlib
+from collections import deque
+from pathlib import Path
+
+# vLLM reads these at import: the CPU platform (without it no device type is found), offline.
+for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+               ("VLLM_LOGGING_LEVEL", "ERROR"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1")):
+    os.environ.setdefault(_k, _v)
+
+PINNED_VERSION = "0.34.0"
+VOCAB, EOS, LOW_ID = 32000, 2, 10
+
+BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+        "policy": "fcfs", "enable_prefix_caching": False, "long_prefill_token_threshold": 0,
+        "enable_chunked_prefill": True, "max_model_len": None, "scheduler_reserve_full_isl": True,
+        "watermark": 0.0, "cache_aware_admission_window": 0, "cache_aware_admission_threshold": 0.5,
+        "async_scheduling": False}
+
+
+def prompt_ids(r: dict) -> list[int]:
+    """The request's prompt: its own ids, else ids drawn from random.Random(prompt_seed) (a shared
+    seed gives a shared prefix), else from a seed made of its id."""
+    if "prompt_token_ids" in r:
+        ids = [int(t) for t in r["prompt_token_ids"]]
+        if len(ids) != int(r["prompt_len"]):
+            raise SystemExit(f"request {r['id']}: prompt_token_ids do not have prompt_len ids")
+        return ids
+    seed = r.get("prompt_seed")
+    seed = int(seed) if seed is not None else (1 << 40) + zlib.crc32(str(r["id"]).encode())
+    draw = random.Random(seed)
+    return [draw.randrange(LOW_ID, VOCAB) for _ in range(int(r["prompt_len"]))]
+
+
+def sampled_id(req_id: str, position: int) -> int:
+    """The made-up token a request samples as its output number `position` (0-based)."""
+    return LOW_ID + zlib.crc32(f"{req_id}:{position}".encode()) % (VOCAB - LOW_ID)
+
+
+def _model_dir(max_len: int) -> str:
+    d = tempfile.mkdtemp(prefix="schedlab-oracle034-")
+    Path(d, "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "num_hidden_layers": 2, "vocab_size": VOCAB, "max_position_embeddings": max_len,
+        "rms_norm_eps": 1e-5, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": EOS,
+        "tie_word_embeddings": False}))
+    return d
+
+
+def effective_config(workload: dict) -> tuple[dict, int]:
+    """The config with vLLM's defaults filled in, and max_model_len; SystemExit for a workload vLLM
+    would not start with."""
+    cfg = {**BASE, **workload.get("config", {})}
+    version = cfg.pop("vllm_version", None)
+    if version is not None and not str(version).startswith("0.34"):
+        raise SystemExit(f"this harness runs vLLM {PINNED_VERSION}; the workload asks for {version}")
+    unknown = set(cfg) - set(BASE)
+    if unknown:
+        raise SystemExit(f"config keys this harness does not pass to vLLM: {sorted(unknown)}")
+    reqs = workload["requests"]
+    if len({str(r["id"]) for r in reqs}) != len(reqs):
+        raise SystemExit("request ids repeat")
+    longest = max((int(r["prompt_len"]) + int(r["max_tokens"]) for r in reqs), default=1)
+    max_len = int(cfg["max_model_len"] or longest)
+    if longest > max_len:
+        raise SystemExit(f"a request needs {longest} tokens, more than max_model_len {max_len}")
+    max_len = max(max_len, int(cfg["long_prefill_token_threshold"]))
+    # vLLM refuses to start when a max_model_len request cannot fit the usable blocks (the null
+    # block, block 0, is never handed out): kv_cache_planning.check_enough_kv_cache_memory
+    if -(-max_len // int(cfg["block_size"])) > int(cfg["num_gpu_blocks"]) - 1:
+        raise SystemExit(f"max_model_len {max_len} does not fit num_gpu_blocks - 1 blocks: vLLM would not start")
+    return cfg, max_len
+
+
+def make_scheduler(cfg: dict, max_len: int, is_async: bool):
+    """vLLM's Scheduler (or AsyncScheduler) with the config, a one-group KV cache, the engine's
+    block hasher, and a hook that notes preemption victims (then calls straight through).
+    Returns (scheduler, batch queue size)."""
+    import torch
+    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash, resolve_kv_cache_block_sizes
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    base = AsyncScheduler if is_async else Scheduler
+
+    class Noting(base):
+        victims: list
+
+        def _preempt_request(self, request, *args, **kwargs):
+            self.victims.append(request.request_id)
+            return super()._preempt_request(request, *args, **kwargs)
+
+    folder = _model_dir(max(1 << 20, max_len))
+    try:
+        model = ModelConfig(model=folder, skip_tokenizer_init=True, dtype="float32", seed=0, max_model_len=max_len)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    sched_cfg = SchedulerConfig(
+        max_num_seqs=int(cfg["max_num_seqs"]), max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
+        max_model_len=max_len, long_prefill_token_threshold=int(cfg["long_prefill_token_threshold"]),
+        enable_chunked_prefill=bool(cfg["enable_chunked_prefill"]), policy=cfg["policy"],
+        scheduler_reserve_full_isl=bool(cfg["scheduler_reserve_full_isl"]), watermark=float(cfg["watermark"]),
+        cache_aware_admission_window=int(cfg["cache_aware_admission_window"]),
+        cache_aware_admission_threshold=float(cfg["cache_aware_admission_threshold"]),
+        async_scheduling=is_async, is_encoder_decoder=False)
+    block_size, num_blocks = int(cfg["block_size"]), int(cfg["num_gpu_blocks"])
+    # On an x86 CPU, vLLM 0.34 refuses to build a config without Triton's CPU backend
+    # (platforms/cpu.py:242-243), which only its model runner needs. That check is the one reader
+    # of the flag while the config is built, so the flag is raised for this call alone.
+    import vllm.triton_utils as triton_utils
+    had = triton_utils.HAS_TRITON
+    triton_utils.HAS_TRITON = True
+    try:
+        vc = VllmConfig(model_config=model, scheduler_config=sched_cfg,
+                        cache_config=CacheConfig(block_size=block_size,
+                                                 enable_prefix_caching=bool(cfg["enable_prefix_caching"])))
+    finally:
+        triton_utils.HAS_TRITON = had
+    # The CPU platform switches async scheduling off (platforms/cpu.py:347); on a GPU it stays on,
+    # which is what the batch queue's size (max_concurrent_batches) and the scheduler read.
+    vc.scheduler_config.async_scheduling = is_async
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(
+        ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32))])
+    vc.cache_config.num_gpu_blocks = num_blocks
+    sched_bs, hash_bs = resolve_kv_cache_block_sizes(kv, vc)  # as EngineCore resolves them
+    sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
+                   block_size=sched_bs, hash_block_size=hash_bs, log_stats=False)
+    sched.victims = []
+    sched.block_hasher = None
+    if vc.cache_config.enable_prefix_caching:  # EngineCore builds a hasher only with caching (or a connector)
+        fn = get_hash_fn_by_name(vc.cache_config.prefix_caching_hash_algo)
+        init_none_hash(fn)
+        sched.block_hasher = get_request_block_hasher(hash_bs, fn, vc.num_hash_lookahead_tokens)
+    return sched, vc.max_concurrent_batches
+
+
+def trace(workload: dict, out, force_async: bool | None = None, max_calls: int = 200_000) -> int:
+    """Write the workload's trace to `out`; returns the number of lines."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+
+    cfg, max_len = effective_config(workload)
+    is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
+    sched, queue_size = make_scheduler(cfg, max_len, is_async)
+    pool = sched.kv_cache_manager.block_pool
+    caching = bool(cfg["enable_prefix_caching"])
+    reqs = workload["requests"]
+    todo = deque(reqs[i] for i in sorted(range(len(reqs)), key=lambda i: (int(reqs[i]["arrival_step"]), i)))
+    queue: deque = deque()  # (step, scheduler output, ids that sample), newest on the left as in core.py
+    added = done = applied_through = 0
+    call = 0
+
+    def tail_lists(line: dict) -> None:
+        line["running"] = [r.request_id for r in sched.running]
+        line["waiting"] = [r.request_id for q in (sched.kv_holding_waiting, sched.waiting, sched.async_kv_waiting)
+                           for r in q]
+        if caching:
+            line["cached_free_blocks"] = sum(1 for b in pool.blocks
+                                             if b.ref_cnt == 0 and not b.is_null and b.block_hash is not None)
+
+    def apply(item) -> list[str]:
+        step, so, samplers = item
+        ids = list(so.num_scheduled_tokens)
+        # one token for each request that samples, at its next output position when it lands
+        toks = [[sampled_id(rid, sched.requests[rid].num_output_tokens)] if rid in samplers else [] for rid in ids]
+        outs = sched.update_from_output(so, ModelRunnerOutput(req_ids=ids, sampled_token_ids=toks))
+        return [o.request_id for eco in outs.values() for o in eco.outputs if o.finish_reason is not None]
+
+    while done < len(reqs):
+        call += 1
+        if call > max_calls:
+            raise SystemExit(f"no end after {max_calls} calls")
+        arrived = []
+        while todo and int(todo[0]["arrival_step"]) < call:
+            r = todo.popleft()
+            sched.add_request(Request(
+                request_id=str(r["id"]), prompt_token_ids=prompt_ids(r),
+                sampling_params=SamplingParams(max_tokens=int(r["max_tokens"]), ignore_eos=True),
+                pooling_params=None, arrival_time=float(added), priority=int(r.get("priority", 0)),
+                block_hasher=sched.block_hasher))
+            added += 1
+            arrived.append(str(r["id"]))
+        line = {"step": call, "arrived": arrived}
+        through = applied_through
+        plan = None
+        if sched.has_requests():
+            sched.victims = []
+            so = sched.schedule()
+            sched_tokens = dict(so.num_scheduled_tokens)
+            samplers = [rid for rid in sched_tokens if not sched.requests[rid].is_prefill_chunk]
+            line.update(scheduled=sched_tokens,
+                        computed_before={rid: sched.requests[rid].num_computed_tokens - n
+                                         for rid, n in sched_tokens.items()},
+                        sampled=samplers, preempted=list(sched.victims))
+            after_schedule = pool.get_num_free_blocks()
+            queue.appendleft((call, so, set(samplers)))
+            plan = so
+            wait = len(queue) < queue_size and (so.total_num_scheduled_tokens > 0 or sched.has_requests())
+        elif not queue:
+            wait = None  # nothing to schedule, nothing in flight: the engine idles
+        else:
+            after_schedule = pool.get_num_free_blocks()
+            wait = False  # a drain: only the oldest output is applied
+        if wait is None:
+            free = pool.get_num_free_blocks()
+            line.update(scheduled={}, computed_before={}, sampled=[], preempted=[], finished=[],
+                        free_blocks=free, free_blocks_after_schedule=free, running=[], waiting=[], idle=True)
+            applied = None
+        else:
+            if plan is None:
+                line.update(scheduled={}, computed_before={}, sampled=[], preempted=[])
+            finished, applied = [], None
+            if not wait:
+                item = queue.pop()
+                finished = apply(item)
+                applied = item[0]
+                applied_through = applied
+            done += len(finished)
+            line.update(finished=finished, free_blocks=pool.get_num_free_blocks(),
+                        free_blocks_after_schedule=after_schedule)
+            tail_lists(line)
+        if is_async:
+            line.update(output_applied_through=through, applied_step=applied)
+            if plan is None and applied is not None:
+                line["drain"] = True
+        out.write(json.dumps(line) + "\n")
+    return call
+
+
+def installed_version() -> str:
+    from vllm import _version
+    return f"{_version.__version__} ({_version.__commit_id__})"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("workloads", nargs="+", help="workload JSON files")
+    ap.add_argument("-o", "--out", help="the trace (one workload); default stdout")
+    ap.add_argument("--out-dir", help="write DIR/<name>.vllm.jsonl for each <name>.workload.json")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--sync", dest="force", action="store_const", const=False, help="Scheduler + EngineCore.step")
+    mode.add_argument("--async", dest="force", action="store_const", const=True,
+                      help="AsyncScheduler + EngineCore.step_with_batch_queue")
+    a = ap.parse_args(argv)
+    version = installed_version()
+    if not version.startswith(PINNED_VERSION + " "):
+        raise SystemExit(f"vLLM {version} is installed; this harness is pinned to {PINNED_VERSION}")
+    if a.out_dir:
+        os.makedirs(a.out_dir, exist_ok=True)
+    elif len(a.workloads) > 1:
+        raise SystemExit("several workloads need --out-dir")
+    for path in a.workloads:
+        wl = json.loads(Path(path).read_text())
+        if a.out_dir:
+            name = Path(path).name.removesuffix(".workload.json").removesuffix(".json")
+            target = Path(a.out_dir, f"{name}.vllm.jsonl")
+            with open(target, "w") as f:
+                n = trace(wl, f, a.force)
+            print(f"{target}: {n} lines", file=sys.stderr)
+        elif a.out:
+            with open(a.out, "w") as f:
+                trace(wl, f, a.force)
+        else:
+            trace(wl, sys.stdout, a.force)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
