@@ -11,7 +11,9 @@ Tables (pandas), one row per ...
 - counters: per-tenant fairness counters over steps (only for policies that keep them)
 
 Unknown values are NaN/<NA>, never invented. `meta` says where the trace came from
-(source), its time unit, and the config.
+(source), its time unit, and the config. A source that cannot see everything (a server log, which
+logs some steps only) lists the spans of its clock it knows nothing about in meta["unknown_spans"]
+(Trace.unknown_spans): unknown, not idle. Absent: none (every other source).
 
 One file: gzip-compressed JSON with a fixed layout (sorted keys, mtime 0), so the same
 trace always gives the same bytes.
@@ -139,6 +141,11 @@ class Trace:
     @property
     def num_steps(self) -> int:
         return int(len(self.steps))
+
+    @property
+    def unknown_spans(self) -> list[tuple[float, float]]:
+        """[(start, end)] of the trace's clock where the source says nothing (not idle: unknown)."""
+        return [(float(a), float(b)) for a, b in self.meta.get("unknown_spans") or ()]
 
     @property
     def num_blocks(self) -> int:

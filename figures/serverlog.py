@@ -1,0 +1,193 @@
+"""Figures and tables for the Server log page: pure functions of the Trace a server log becomes
+(servers.server_log.build) and of the reader's JSON. No Streamlit.
+
+- batch_timeline: every logged SGLang batch on the log's clock: prefill batches as bars of new
+  (solid) and cached (hatched) prompt tokens, decode batches as the requests decoding in the
+  logged step; the spans the log says nothing about shaded grey ("unknown", never "idle").
+- gauges_figure: running / waiting, KV usage (and the prefix-cache hit rate), throughput over
+  time, one line per lane (DP rank, vLLM engine); lines break at unknown spans, not drawn across.
+- verdict_table, records_table: the reader's verdict and its records as tables.
+
+All log-derived text reaches the chart as data (hover text, legend names from a fixed set), never
+as HTML of its own.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from sim.trace import Trace
+
+from .common import FONT, TEMPLATE
+
+CONFIG = {"displaylogo": False}
+NEW, CACHED, DECODE, WAITING, KV, HIT, UNKNOWN = "#4E79A7", "#A0CBE8", "#59A14F", "#E15759", "#B07AA1", "#F28E2B", "#9CA3AF"
+LANE_COLOURS = ["#4E79A7", "#59A14F", "#E15759", "#B07AA1", "#F28E2B", "#76B7B2", "#EDC948", "#FF9DA7", "#9C755F"]
+MAX_POINTS = 20_000       # past this many records a line is thinned evenly (every k-th point)
+MARGIN = {"l": 72, "r": 24, "t": 64, "b": 56}
+
+
+def _x(tr: Trace, t: np.ndarray) -> tuple[np.ndarray, str]:
+    if len(t) and np.isfinite(t).any():
+        return t, "time on the log's clock (s)"
+    return np.arange(len(t), dtype=float), "logged line (no timestamps)"
+
+
+def _shade(fig: go.Figure, spans, rows: int) -> None:
+    """Unknown spans as grey bands over every row, and one legend entry for them."""
+    for a, b in spans[:500]:
+        for r in range(1, rows + 1):
+            fig.add_vrect(x0=a, x1=b, fillcolor=UNKNOWN, opacity=0.18, line_width=0, layer="below", row=r, col=1)
+    if spans:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="unknown (not logged)",
+                                 marker={"symbol": "square", "size": 12, "color": UNKNOWN, "opacity": 0.5},
+                                 hoverinfo="skip"), row=1, col=1)
+
+
+def _layout(fig: go.Figure, height: int, title_x: str, rows: int) -> go.Figure:
+    """The shared look; the legend in the top margin, which is made tall enough for its rows."""
+    entries = sum(1 for d in fig.data if d.showlegend is not False)
+    legend_rows = max(1, math.ceil(entries / 3))
+    margin = {**MARGIN, "t": 44 + 24 * legend_rows}
+    fig.update_layout(template=TEMPLATE, font=FONT, height=height + 24 * legend_rows, margin=margin, bargap=0.15,
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "top",
+                              "yref": "container", "font": {"size": 12}, "entrywidth": 0.33, "entrywidthmode": "fraction"},
+                      hovermode="closest")
+    fig.update_xaxes(title_text=title_x, row=rows, col=1)
+    return fig
+
+
+def batch_timeline(tr: Trace, log_y: bool = False) -> go.Figure:
+    s = tr.steps
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.6, 0.4],
+                        subplot_titles=("Prefill batches: prompt tokens", "Decode batches: requests decoding"))
+    n = len(s)
+    t = s["start"].to_numpy(dtype=float) if n else np.zeros(0)
+    x, label = _x(tr, t)
+    kind = s["kind"].to_numpy() if n else np.zeros(0, dtype=object)
+    pre, dec = kind == "prefill", kind == "decode"
+    lane = s["lane"].to_numpy() if n else np.zeros(0, dtype=object)
+    cached = s["cached_tokens"].to_numpy(dtype=float, na_value=np.nan) if n else np.zeros(0)
+    new = s["prefill_tokens"].to_numpy(dtype=float) if n else np.zeros(0)
+    run = s["running"].to_numpy(dtype=float) if n else np.zeros(0)
+    wait = s["waiting"].to_numpy(dtype=float) if n else np.zeros(0)
+    line = s["line"].to_numpy() if n else np.zeros(0, dtype=int)
+    width = 0.8
+    hover = [f"line {ln}{' · ' + str(la) if la else ''}" for ln, la in zip(line, lane)]
+    fig.add_trace(go.Bar(x=x[pre], y=new[pre], name="new prompt tokens", marker_color=NEW, width=width,
+                         hovertext=np.array(hover, dtype=object)[pre] if n else [],
+                         hovertemplate="%{y:,} new tokens<br>%{hovertext}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=x[pre], y=np.nan_to_num(cached[pre]), name="cached prompt tokens (prefix hits)",
+                         marker={"color": CACHED, "pattern": {"shape": "/"}}, width=width,
+                         hovertext=np.array(hover, dtype=object)[pre] if n else [],
+                         hovertemplate="%{y:,} cached tokens<br>%{hovertext}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=x[dec], y=run[dec], name="decoding requests (one token each in the logged step)",
+                         marker_color=DECODE, width=width, hovertext=np.array(hover, dtype=object)[dec] if n else [],
+                         hovertemplate="%{y:,} running<br>%{hovertext}<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Scatter(x=x[dec], y=wait[dec], name="waiting (#queue-req)", mode="markers",
+                             marker={"color": WAITING, "size": 5, "symbol": "line-ew-open"},
+                             hovertemplate="%{y:,} waiting<extra></extra>"), row=2, col=1)
+    fig.update_layout(barmode="stack")
+    _shade(fig, tr.unknown_spans, 2)
+    fig.update_yaxes(title_text="tokens", type="log" if log_y else "linear", row=1, col=1)
+    fig.update_yaxes(title_text="requests", row=2, col=1)
+    fig.update_layout(meta={"batches": int(n), "prefill": int(pre.sum()), "decode": int(dec.sum()),
+                            "unknown_spans": len(tr.unknown_spans)})
+    return _layout(fig, 520, label, 2)
+
+
+def _series(c: pd.DataFrame, name: str, lane: str):
+    sel = c[(c["tenant"].to_numpy() == name) & (c["lane"].to_numpy() == lane)]
+    return sel["time"].to_numpy(dtype=float), sel["value"].to_numpy(dtype=float)
+
+
+def _broken(t: np.ndarray, v: np.ndarray, spans) -> tuple[list, list]:
+    """The line's points with a break (None) inside every unknown span, so no line crosses one."""
+    if len(t) > MAX_POINTS:
+        k = math.ceil(len(t) / MAX_POINTS)
+        t, v = t[::k], v[::k]
+    xs, ys = [], []
+    starts = sorted(a for a, _ in spans)
+    j = 0
+    prev = None
+    for a, b in zip(t.tolist(), v.tolist()):
+        while j < len(starts) and prev is not None and starts[j] < prev:
+            j += 1
+        if prev is not None and j < len(starts) and prev <= starts[j] < a:
+            xs.append(None)
+            ys.append(None)
+        xs.append(a)
+        ys.append(b if b == b else None)
+        prev = a
+    return xs, ys
+
+
+def gauges_figure(tr: Trace) -> go.Figure:
+    c = tr.counters
+    rows = 3
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("Running and waiting requests", "KV cache usage and prefix-cache hit rate",
+                                        "Throughput (tokens/s)"))
+    lanes = sorted(set(c["lane"].tolist())) if len(c) else []
+    spans = tr.unknown_spans
+    names = set(c["tenant"].tolist()) if len(c) else set()
+    sglang = tr.meta.get("engine") == "sglang"
+    plots = [("running", 1, "running", "solid", 1.0), ("waiting", 1, "waiting", "dot", 1.0),
+             ("kv_usage", 2, "KV usage (%)", "solid", 100.0), ("prefix_cache_hit_rate", 2, "prefix-cache hit rate (%)",
+                                                                "dot", 100.0),
+             ("throughput" if sglang else "generation_throughput", 3,
+              "input / gen throughput (as logged)" if sglang else "generation throughput", "solid", 1.0),
+             ("prompt_throughput", 3, "prompt throughput", "dot", 1.0)]
+    mode = "lines+markers" if len(c) <= 2000 else "lines"
+    for i, lane in enumerate(lanes[:9]):
+        colour = LANE_COLOURS[i % len(LANE_COLOURS)]
+        for name, row, words, dash, scale in plots:
+            if name not in names:
+                continue
+            t, v = _series(c, name, lane)
+            if not len(t):
+                continue
+            xs, ys = _broken(t, v * scale, spans)
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=f"{words}{' · ' + lane if lane else ''}",
+                                     line={"color": colour, "dash": dash, "width": 1.6}, marker={"size": 4},
+                                     connectgaps=False, hovertemplate="%{y:,.4g}<extra>" + words + "</extra>"),
+                          row=row, col=1)
+    _shade(fig, spans, rows)
+    t_all = c["time"].to_numpy(dtype=float) if len(c) else np.zeros(0)
+    label = "time on the log's clock (s)" if np.isfinite(t_all).any() else "logged line (no timestamps)"
+    fig.update_yaxes(title_text="requests", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="%", range=[0, 105], row=2, col=1)
+    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=3, col=1)
+    fig.update_layout(meta={"lanes": lanes, "lanes_drawn": min(len(lanes), 9), "gauges": sorted(names),
+                            "unknown_spans": len(spans)})
+    return _layout(fig, 640, label, rows)
+
+
+def verdict_table(read: dict) -> pd.DataFrame:
+    """The reader's verdict, one fact a row (all values as text)."""
+    recs = read["batches"] if read["engine"] == "sglang" else read["stats"]
+    rows = [("engine", read["engine"]), ("version era", read["era"]),
+            ("records", f"{len(recs):,} {'batch' if read['engine'] == 'sglang' else 'stats'} lines"),
+            ("request lines", f"{len(read['requests']):,}"),
+            ("lines not understood", f"{read['not_understood']['count']:,}"),
+            ("duplicates dropped", f"{read['duplicates']['count']:,}"),
+            ("lines rejoined (hard wrap)", f"{read['rejoined_lines']:,}"),
+            ("unknown spans", f"{len(read['unknown_spans']['spans']):,}"),
+            ("clock", read["clock"]), ("first record", read["time_origin"] or "–"),
+            ("lanes", ", ".join(x or "(one)" for x in read["lanes"]) or "–"),
+            ("wrappers", ", ".join(read["wrappers"]) or "none"),
+            ("lines read", f"{read['lines']:,}" + ("" if read["complete"] else " (partial read)"))]
+    rows += [("trait", t) for t in read["traits"]]
+    return pd.DataFrame(rows, columns=["what", "value"]).astype(str)
+
+
+def records_table(read: dict) -> pd.DataFrame:
+    recs = read["batches"] if read["engine"] == "sglang" else read["stats"]
+    if not recs:
+        return pd.DataFrame({"line": pd.Series([], dtype="int64")})
+    df = pd.DataFrame([{k: (str(v) if isinstance(v, dict) else v) for k, v in r.items()} for r in recs])
+    return df

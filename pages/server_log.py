@@ -1,0 +1,166 @@
+"""Server log: upload the log an SGLang or vLLM server already wrote (or a llama-server one) and
+see what the server did: its logged batches, running / waiting / KV usage over time, and what
+the log cannot tell.
+
+A thin page: the log is read by servers.server_log (cached), charts and tables come from
+figures.serverlog, the sample choice lives in the URL (ui.state). Nothing from the log is
+rendered as HTML: log text reaches the page through st.dataframe / st.code, and the few
+log-derived words in markdown go through ui.labels.plain.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import streamlit as st
+
+from figures.animate import from_spec
+from figures.serverlog import CONFIG, batch_timeline, gauges_figure, records_table, verdict_table
+from servers.server_log import LABELS, ServerLog, read_log
+from sim.jsonout import dumps_strict
+from ui import primer
+from ui.exports import export_panel
+from ui.labels import fmt, plain, short_name
+from ui.state import PageSettings, Setting
+
+ss = st.session_state
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "server-logs"
+SAMPLES = {
+    "sglang_tp0": ("18_sglang_10053.log.gz", "SGLang · prefill and decode (2025)",
+                   "One TP0 server: prefill batches, a decode line every 40 steps, uvicorn access lines."),
+    "sglang_queue": ("05_sglang_13023.log.gz", "SGLang · a queue builds up (late 2025)",
+                     "A benchmark starts: prefill batches of 4,096 tokens while 186 requests wait."),
+    "sglang_dp": ("06_sglang_20766.log.gz", "SGLang · eight DP ranks",
+                  "Each DP rank runs its own scheduler and logs its own decode batch: one lane each."),
+    "vllm_v1": ("09_tt-inference-server_3359.log.gz", "vLLM V1 · stats under docker",
+                "`Engine 000` stats lines every 10 s, collected with `docker logs --timestamps`."),
+    "vllm_v0": ("01_vllm_12314.log.gz", "vLLM V0 · stats lines",
+                "The V0 engine's `metrics.py` line every 5 s: Running, Swapped, Pending, GPU and CPU KV usage."),
+}
+UPLOAD_KEY = "sl_upload"
+SETTINGS = PageSettings("sl", [Setting("keep_sl_sample", "sglang_tp0", str, choices=tuple(SAMPLES)),
+                               Setting("keep_sl_logy", False, bool)])
+
+
+@st.cache_data(max_entries=6, show_spinner="Reading the log…")
+def parse(key: str, name: str, _data: bytes) -> ServerLog | str:
+    """The log read, or the one plain line saying why it is no server log."""
+    try:
+        return read_log(_data, name)
+    except ValueError as e:
+        return str(e)[:200]
+
+
+@st.cache_data(max_entries=12, show_spinner=False)
+def views(key: str, logy: bool, _log: ServerLog) -> dict:
+    tr = _log.trace
+    out = {"gauges": gauges_figure(tr).to_plotly_json()}
+    if len(tr.steps):
+        out["batches"] = batch_timeline(tr, log_y=logy).to_plotly_json()
+    return out
+
+
+SETTINGS.init()
+max_mb = int(st.get_option("server.maxUploadSize"))
+with st.sidebar:
+    st.header("Log")
+    up = st.file_uploader("Upload a server log", key=UPLOAD_KEY,
+                          help=f"An SGLang or vLLM server's log as it printed it (or a llama-server -v log), plain or "
+                               f"gzip-compressed, any name; up to {max_mb} MB. The engine is recognised by content.")
+    st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_sl_sample", format_func=lambda k: SAMPLES[k][1],
+                 disabled=up is not None, help="Real excerpts users pasted in public issues (samples/server-logs/).")
+    if up is None:
+        st.caption(SAMPLES[ss["keep_sl_sample"]][2])
+    else:
+        st.caption("Showing the uploaded log. Remove it (×) to go back to the sample.")
+    st.header("View")
+    st.toggle("Log scale for prompt tokens", key="keep_sl_logy")
+    st.header("Share")
+    st.caption("The address bar holds the sample and the view (not an uploaded file).")
+    SETTINGS.file_panel()
+SETTINGS.sync_url()
+
+st.title("Server log")
+st.caption("The log your SGLang or vLLM server already writes, read as a scheduler watcher would: SGLang's line per "
+           "prefill batch and per 40 decode steps, vLLM's stats line every 10 s. What the log does not say is "
+           "shown as unknown, never as idle.")
+
+if up is not None:
+    data, name = up.getvalue(), up.name
+else:
+    fname = SAMPLES[ss["keep_sl_sample"]][0]
+    data, name = (SAMPLE_DIR / fname).read_bytes(), fname
+key = f"{name}:{len(data)}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
+log = parse(key, name, data)
+if isinstance(log, str):
+    st.error(f"{short_name(name)}: {log}"[:200], icon=":material/error:")
+    primer.stop()
+
+read = log.read.to_json()
+engine = read["engine"]
+if engine == "llama-server":
+    st.info("This is a llama-server log: the llama-server log page reads it in full (every batch, slot and task).",
+            icon=":material/receipt_long:")
+    st.page_link("pages/llama_log.py", label="Open the llama-server log page", icon=":material/receipt_long:")
+    s = read["llama"]
+    c = st.columns(3)
+    c[0].metric("Model calls", fmt(s["batches"]))
+    c[1].metric("Tasks", fmt(len(s["tasks"])))
+    c[2].metric("Lines not understood", fmt(s["unparsed_lines"]))
+    primer.stop()
+
+recs = read["batches"] if engine == "sglang" else read["stats"]
+st.markdown(f"**{plain(name)}** · {len(data) / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
+cols = st.columns(5)
+cols[0].metric("Batch lines" if engine == "sglang" else "Stats lines", fmt(len(recs)))
+cols[1].metric("Request lines", fmt(len(read["requests"])))
+cols[2].metric("Lines not understood", fmt(read["not_understood"]["count"]),
+               help="Lines that look like the engine's scheduler lines but could not be read (cut, damaged): "
+                    "counted and shown, never guessed.")
+cols[3].metric("Unknown spans", fmt(len(read["unknown_spans"]["spans"])), help=plain(read["unknown_spans"]["rule"]))
+cols[4].metric("Duplicates dropped", fmt(read["duplicates"]["count"]), help=plain(read["duplicates"]["rule"]))
+for w in read["warnings"]:
+    st.warning(plain(w), icon=":material/warning:")
+if read["not_understood"]["count"]:
+    with st.expander(f"{read['not_understood']['count']:,} line(s) not understood: examples"):
+        st.code("\n".join(f"line {e['line']}: {e['text']}" for e in read["not_understood"]["examples"]), language=None)
+
+if engine == "sglang" and recs:
+    st.subheader("Logged batches")
+    st.caption("Each logged batch at its time: prefill batches as the prompt tokens they computed (solid) and found "
+               "in the prefix cache (hatched); decode batches as the requests decoding in the logged step. SGLang "
+               "logs one decode line per 40 steps unless started with `--decode-log-interval 1`. Grey: spans the "
+               "log says nothing about.")
+v = views(key, bool(ss["keep_sl_logy"]), log)
+if "batches" in v:
+    st.plotly_chart(from_spec(v["batches"]), key="sl_batches", theme=None, config=CONFIG)
+st.subheader("Running, waiting, KV usage and throughput over time")
+st.caption(("Values as each line printed them; " if engine == "sglang" else
+            "Running / waiting / KV usage when each stats line was printed; throughputs are averages over the "
+            "interval before it; ") + "lines break at the grey unknown spans instead of being drawn across.")
+st.plotly_chart(from_spec(v["gauges"]), key="sl_gauges", theme=None, config=CONFIG)
+
+left, right = st.columns(2, gap="large")
+with left:
+    st.subheader("What the reader recognised")
+    st.dataframe(verdict_table(read), hide_index=True, key="sl_verdict")
+with right:
+    st.subheader("What this log cannot tell")
+    st.markdown("\n".join(f"- {plain(x)}" for x in read["cannot_say"]))
+    st.markdown("**What would tell more**")
+    st.markdown("\n".join(f"- {plain(x)}" for x in read["would_tell_more"]))
+
+st.subheader("Records")
+st.dataframe(records_table(read), hide_index=True, key="sl_records")
+if read["requests"]:
+    with st.expander(f"{len(read['requests']):,} request line(s)"):
+        st.dataframe(records_table({"engine": "sglang", "batches": read["requests"]}), hide_index=True,
+                     key="sl_requests")
+
+st.subheader("Downloads")
+stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).removesuffix(".gz").removesuffix(".log").removesuffix(".txt") or "log"
+export_panel(log.trace, stem, key="sl")
+st.download_button("What the log says (JSON)", data=lambda: dumps_strict(read).encode(), file_name=f"{stem}.log.json",
+                   mime="application/json", on_click="ignore", key="sl_dl_json", icon=":material/download:",
+                   help="The reader's JSON, as `python -m sim log FILE --json` prints it.")

@@ -1,0 +1,138 @@
+"""A LogRead (SGLang or vLLM) as the one Trace, honestly:
+
+- steps: one per logged SGLang batch line, on the log's clock (seconds from its first record;
+  `start` the line's time, `end` unknown: the log does not say how long a batch took). Prefill:
+  `prefill_tokens` = #new-token, `num_seqs` = #new-seq; decode: `decode_tokens` = `num_seqs` =
+  #running-req (one token per running request in the logged step; more with speculative
+  decoding). `running` / `waiting` as logged. Extra columns: kind, lane, cached_tokens, kv_usage,
+  kv_tokens, throughput, line. vLLM logs have no steps (its stats lines are interval summaries).
+- counters: the gauges over time, one row per (record, gauge) with the gauge's name in `tenant`
+  and extra columns `time` (s) and `lane`: running, waiting, kv_usage (and for vLLM swapped,
+  prefix_cache_hit_rate, prompt/generation throughput, preemptions; for SGLang throughput and
+  cached_tokens). meta["counters_kind"] = "gauges" says so.
+- requests / events: the request lines (arrival from received / added / receive lines, finish from
+  finish lines; nothing else is invented).
+- meta["unknown_spans"]: the silences between logged lines (Trace.unknown_spans): unknown, not idle.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from sim.trace import Trace, empty_table, table_from_columns
+
+SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log"}
+SG_GAUGES = ("running", "waiting", "kv_usage", "throughput", "cached_tokens")
+VL_GAUGES = ("running", "waiting", "kv_usage", "swapped", "prefix_cache_hit_rate", "prompt_throughput",
+             "generation_throughput", "preemptions")
+
+
+def _num(v):
+    return float("nan") if v is None or isinstance(v, bool) else float(v)
+
+
+def _steps(batches: list[dict]) -> pd.DataFrame:
+    n = len(batches)
+    if n == 0:
+        return empty_table("steps")
+    kind = [b["kind"] for b in batches]
+    pre = [k == "prefill" for k in kind]
+    new_tok = [int(b.get("new_tokens") or 0) if p else 0 for b, p in zip(batches, pre)]
+    run = [int(b.get("running") or 0) for b in batches]
+    dec = [0 if p else r for p, r in zip(pre, run)]
+    cols = {
+        "step": np.arange(n, dtype=np.int64), "start": [_num(b["t"]) for b in batches],
+        "end": [math.nan] * n, "num_tokens": [a + d for a, d in zip(new_tok, dec)],
+        "prefill_tokens": new_tok, "decode_tokens": dec, "recompute_tokens": [0] * n,
+        "num_seqs": [int(b.get("new_seqs") or 0) if p else r for b, p, r in zip(batches, pre, run)],
+        "running": run, "waiting": [int(b.get("waiting") or 0) for b in batches],
+        "preempted": [int(b.get("retracted_req") or 0) for b in batches], "finished": [0] * n, "arrived": [0] * n,
+        "idle": [False] * n, "swap_bytes": [0.0] * n,
+        "kind": pd.Series(kind, dtype=object), "lane": pd.Series([b["lane"] for b in batches], dtype=object),
+        "cached_tokens": pd.array([b.get("cached_tokens") for b in batches], dtype="Int64"),
+        "kv_usage": [_num(b.get("kv_usage")) for b in batches],
+        "kv_tokens": pd.array([b.get("kv_tokens") for b in batches], dtype="Int64"),
+        "throughput": [_num(b.get("throughput")) for b in batches],
+        "line": np.array([b["line"] for b in batches], dtype=np.int64),
+    }
+    return table_from_columns("steps", cols)
+
+
+def _counters(records: list[dict], gauges: tuple[str, ...], lane_key: str) -> pd.DataFrame:
+    step, name, value, time, lane = [], [], [], [], []
+    for i, r in enumerate(records):
+        for g in gauges:
+            v = r.get(g)
+            if v is None or isinstance(v, bool):
+                continue
+            step.append(i)
+            name.append(g)
+            value.append(float(v))
+            time.append(_num(r["t"]))
+            lane.append(r.get(lane_key) or "")
+    if not step:
+        return empty_table("counters")
+    return table_from_columns("counters", {"step": step, "tenant": name, "value": value,
+                                           "time": time, "lane": pd.Series(lane, dtype=object)})
+
+
+def _requests(reqs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    arrive_kinds = {"received", "added", "receive", "json"}
+    first: dict[str, dict] = {}
+    ev_t, ev_r, ev_k, ev_d = [], [], [], []
+    for q in reqs:
+        rid = q.get("request")
+        if not rid:
+            continue
+        row = first.setdefault(rid, {"request": rid, "arrival_time": math.nan, "finish_time": math.nan,
+                                     "prompt_len": None, "output_tokens": None, "cached_tokens": None})
+        t = _num(q.get("t"))
+        if q["kind"] in arrive_kinds and math.isnan(row["arrival_time"]):
+            row["arrival_time"] = t
+            ev_k.append("arrive")
+        elif q["kind"] in ("finish", "finished", "aborted"):
+            row["finish_time"] = t
+            row["prompt_len"] = q.get("prompt_tokens", row["prompt_len"])
+            row["output_tokens"] = q.get("completion_tokens", row["output_tokens"])
+            row["cached_tokens"] = q.get("cached_tokens", row["cached_tokens"])
+            ev_k.append("cancel" if q["kind"] == "aborted" else "finish")
+        else:
+            continue
+        ev_t.append(t)
+        ev_r.append(rid)
+        ev_d.append(q["kind"])
+    rows = list(first.values())
+    n = len(rows)
+    requests = table_from_columns("requests", {
+        "request": [r["request"] for r in rows], "tenant": [""] * n, "priority": [0] * n,
+        "prompt_len": [r["prompt_len"] if r["prompt_len"] is not None else math.nan for r in rows],
+        "arrival_time": [r["arrival_time"] for r in rows], "finish_time": [r["finish_time"] for r in rows],
+        "output_tokens": [r["output_tokens"] if r["output_tokens"] is not None else math.nan for r in rows],
+        "cached_tokens": [r["cached_tokens"] if r["cached_tokens"] is not None else math.nan for r in rows],
+        "preemptions": [0] * n, "recomputed_tokens": [0] * n, "rejected": [False] * n,
+    }) if n else empty_table("requests")
+    events = table_from_columns("events", {"step": [-1] * len(ev_t), "time": ev_t, "request": ev_r, "kind": ev_k,
+                                           "detail": ev_d}) if ev_t else empty_table("events")
+    return requests, events
+
+
+def to_trace(read) -> Trace:
+    """The Trace of a LogRead (servers.sglang_log / servers.vllm_log)."""
+    if read.engine == "sglang":
+        steps = _steps(read.batches)
+        counters = _counters(read.batches, SG_GAUGES, "lane")
+    else:
+        steps = empty_table("steps")
+        counters = _counters(read.stats, VL_GAUGES, "engine")
+    requests, events = _requests(read.requests)
+    meta = {"source": SOURCES.get(read.engine, "server-log"), "time_unit": "s", "engine": read.engine,
+            "era": read.era, "traits": list(read.traits), "clock": read.clock, "time_origin": read.time_origin,
+            "file": read.name, "lanes": list(read.lanes), "counters_kind": "gauges",
+            "unknown_spans": [list(s) for s in read.gaps], "unknown_rule": read.gap_rule,
+            "unparsed_lines": read.not_understood,
+            "unparsed_examples": [e["text"] for e in read.not_understood_examples],
+            "cannot_say": list(read.cannot_say), "warnings": list(read.warnings)}
+    return Trace(requests=requests, steps=steps, batch=empty_table("batch"), events=events, kv=empty_table("kv"),
+                 counters=counters, meta=meta)

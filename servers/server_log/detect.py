@@ -1,0 +1,66 @@
+"""Which engine wrote a log, by its content (never its name): the first few MB are scanned for
+each engine's own lines, and the engine with the most wins.
+
+- SGLang: `Prefill batch` / `Decode batch` / `new fill batch` lines, bare `#running-req: N, #token:`;
+- vLLM: its logging prefix `INFO MM-DD HH:MM:SS [file.py:N]` (or `file.py:N]`), stats lines;
+- llama-server: the scheduler's `slot ` / `srv  ` / `que  ` lines, `llama_` / `print_timings` / `build:`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .text import HEAD_BYTES, read_head
+
+ENGINES = ("sglang", "vllm", "llama-server")
+LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server"}
+_SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)[.,] |#running-req: \d+, #token: \d+")
+_VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
+                   r"|Avg prompt throughput: [\d.]+ tokens/s")
+_LLAMA = re.compile(r"(?:^|\s)(?:slot +\w+: id +\d+|srv +\w+: |que +\w+: )|\bllama_\w+: |\bprint_timings: "
+                    r"|^build: \d+ \(|update_slots: ")
+
+
+@dataclass
+class Verdict:
+    engine: str              # one of ENGINES, or "" when none was recognised
+    counts: dict
+    binary: bool
+    reason: str
+
+
+def detect_text(head: bytes) -> Verdict:
+    nul = head[:65536].count(b"\x00")
+    text = head.decode("utf-8", errors="replace")
+    counts = {e: 0 for e in ENGINES}
+    for line in text.splitlines():
+        if len(line) > 65536:
+            line = line[:65536]
+        if _SGLANG.search(line):
+            counts["sglang"] += 3
+        if _VLLM.search(line):
+            counts["vllm"] += 3 if "throughput" in line else 1
+        if _LLAMA.search(line):
+            counts["llama-server"] += 1
+    sample = head[:65536]
+    ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32) if sample else 0
+    binary = bool(sample) and (nul > 0.01 * len(sample) or ctrl > 0.1 * len(sample))
+    best = max(ENGINES, key=lambda e: (counts[e], -ENGINES.index(e)))
+    if counts[best] == 0:
+        if not head.strip():
+            why = "the file is empty"
+        elif binary:
+            why = "the file is binary, not a text log"
+        else:
+            why = "none of their scheduler lines are in it"
+        return Verdict("", counts, binary, why)
+    return Verdict(best, counts, binary, f"{LABELS[best]} lines found ({counts[best]:,} points)")
+
+
+def detect(src, limit: int = HEAD_BYTES) -> Verdict:
+    """The verdict on a path, bytes or a seekable stream (plain or gzip), from its first `limit` bytes."""
+    pos = src.tell() if hasattr(src, "tell") else None
+    head = read_head(src, limit)
+    if pos is not None:
+        src.seek(pos)
+    return detect_text(head)

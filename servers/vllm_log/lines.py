@@ -1,0 +1,99 @@
+"""vLLM's log lines: the periodic stats line, SpecDecoding lines and request lines.
+
+Prefix: `[(APIServer pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:line] ` (before 2025 without the
+brackets: `file.py:line] `); no year, no milliseconds. Stats, by version:
+- V1 (`loggers.py`): `[Engine 000: ]Avg prompt throughput: X tokens/s, Avg generation throughput: X
+  tokens/s, Running: N reqs, Waiting: N reqs[, Deferred: N reqs][, Preemptions: N], GPU KV cache
+  usage: X%, Prefix cache hit rate: X%[, External prefix cache hit rate: X%][, MM cache hit rate: X%]`
+- V0 (`metrics.py`, earlier `llm_engine.py`): `... Running: N reqs, Swapped: N reqs, Pending: N reqs,
+  GPU KV cache usage: X%, CPU KV cache usage: X%[, Prefix cache hit rate: GPU: X%, CPU: X%].`
+Requests: `Received request ID...` (API server), `Added request ID.` (engine), `Finished request`,
+`Aborted request`, and uvicorn's access line.
+"""
+from __future__ import annotations
+
+import re
+
+from servers.server_log.fields import norm_key, split
+
+PREFIX = re.compile(r"(?P<lvl>INFO|DEBUG|WARNING|ERROR|WARN) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d{1,6})? "
+                    r"(?P<br>\[)?(?P<file>[\w./-]{1,80}\.py):(?P<lno>\d{1,6})\] ")
+STATS = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Avg prompt throughput: ")
+SPEC = re.compile(r"SpecDecoding metrics: ")
+REQUEST = re.compile(r"\b(?P<verb>Received|Added|Finished|Aborted) request (?:ID )?(?P<id>[^\s:,]{1,200}?)(?:[:,.]|\s|$)")
+ACCESS = re.compile(r"INFO: +(?P<client>\S{1,80}) - \"(?P<method>[A-Z]{3,7}) (?P<path>\S{1,200}) HTTP/[\d.]{1,3}\" "
+                    r"(?P<status>\d{3})")
+PROCESS = re.compile(r"\((?P<label>[A-Za-z_][\w ]{0,40}?) pid=(?P<pid>\d{1,10})\) ")
+
+KEYS = {
+    "Avg prompt throughput": "prompt_throughput", "Avg generation throughput": "generation_throughput",
+    "Running": "running", "Waiting": "waiting", "Pending": "waiting", "Swapped": "swapped",
+    "Deferred": "deferred", "Preemptions": "preemptions", "GPU KV cache usage": "kv_usage",
+    "KV cache usage": "kv_usage", "CPU KV cache usage": "cpu_kv_usage",
+    "Prefix cache hit rate": "prefix_cache_hit_rate", "Prefix cache hit rate GPU": "prefix_cache_hit_rate",
+    "Prefix cache hit rate CPU": "cpu_prefix_cache_hit_rate",
+    "External prefix cache hit rate": "external_prefix_cache_hit_rate", "MM cache hit rate": "mm_cache_hit_rate",
+}
+CORE = ("running", "waiting", "swapped", "kv_usage", "prefix_cache_hit_rate", "prompt_throughput",
+        "generation_throughput", "preemptions")
+REQUIRED = ("prompt_throughput", "generation_throughput", "running", "waiting", "kv_usage")
+
+
+def parse_stats(text: str):
+    """(kind "stats" | "spec", record, complete, prefix) of a stats or SpecDecoding line, or None."""
+    if "throughput: " not in text and "SpecDecoding" not in text:
+        return None
+    pm = PREFIX.search(text)
+    start = pm.end() if pm else 0
+    m = STATS.search(text, start)
+    kind = "stats"
+    if m is None:
+        m = SPEC.search(text, start)
+        if m is None:
+            return None
+        kind = "spec"
+    body_at = m.end() if kind == "spec" else m.end() - len("Avg prompt throughput: ")
+    fields, whole = split(text[body_at:])
+    rec: dict = {}
+    if pm:
+        rec["_md"], rec["_hms"] = pm["md"], pm["hms"]
+        rec["source"] = f"{pm['file']}:{pm['lno']}"
+        rec["_bracket"] = bool(pm["br"])
+    prefix = text[:pm.start()] if pm else text[:m.start()]
+    proc = PROCESS.search(prefix)
+    if proc:
+        rec["process"] = f"{proc['label']} pid={proc['pid']}"
+    if kind == "spec":
+        for k, v, _ in fields:
+            rec[norm_key(k)] = v
+        return "spec", rec, True, prefix
+    rec["engine"] = m["engine"] or ""
+    ok = whole
+    other = {}
+    for k, v, numeric in fields:
+        name = KEYS.get(k)
+        if name is None:
+            other[norm_key(k)] = v
+        elif not numeric or isinstance(v, bool):
+            ok = False
+        else:
+            rec[name] = v
+            if k == "Pending":
+                rec["_v0"] = True
+    ok = ok and all(k in rec for k in REQUIRED)
+    if other:
+        rec["other"] = other
+    return "stats", rec, ok, prefix
+
+
+def request_line(text: str):
+    """A request record (kind received / added / finished / aborted / http) and its prefix match, or None."""
+    if "request" in text:
+        m = REQUEST.search(text)
+        if m:
+            return {"kind": m["verb"].lower(), "request": m["id"].rstrip(".")}, PREFIX.search(text, 0, m.start() + 1)
+    if "HTTP/" in text:
+        m = ACCESS.search(text)
+        if m:
+            return {"kind": "http", "method": m["method"], "path": m["path"], "status": int(m["status"])}, None
+    return None

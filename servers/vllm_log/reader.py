@@ -1,0 +1,157 @@
+"""VLLMLogReader: a vLLM server's log -> LogRead (servers.server_log.base).
+
+One record per stats line (per engine: `Engine 000`, `Engine 001` are lanes), SpecDecoding lines
+beside them, request lines. The same stats line twice (same engine, time and fields: several API
+servers, or a log collected twice) is counted as a duplicate and kept once.
+"""
+from __future__ import annotations
+
+from servers.server_log.base import LineReader, Parsed, median, unknown_spans
+
+from .lines import CORE, parse_stats, request_line
+
+MAX_REQUESTS = 200_000
+
+
+class VLLMLogReader(LineReader):
+    engine = "vllm"
+    hold_kinds = frozenset({"stats"})
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__(name)
+        self.seen_keys: set[tuple] = set()
+        self.keys: set[str] = set()
+        self.v0 = False
+        self.bracket = {True: 0, False: 0}
+        self.labels = 0
+        self.process = 0
+        self.sources: set[str] = set()
+        self.request_count = 0
+
+    def parse(self, text: str) -> Parsed | None:
+        got = parse_stats(text)
+        if got is None:
+            return None
+        kind, rec, ok, prefix = got
+        return Parsed(ok, rec, prefix, kind)
+
+    def _time(self, rec: dict):
+        md, hms = rec.pop("_md", None), rec.pop("_hms", None)
+        if hms is None:
+            return None, None
+        return f"{md} {hms}", self.clock.at(None, md, hms, self.year_hint)
+
+    def take(self, p: Parsed, no: int, repeat: int) -> None:
+        rec = p.record
+        time, t = self._time(rec)
+        if "_bracket" in rec:
+            self.bracket[rec.pop("_bracket")] += 1
+        if "process" in rec:
+            self.process += 1
+        if "source" in rec:
+            self.sources.add(rec["source"].split(":")[0])
+        if p.kind == "spec":
+            self.out.spec_decoding.append({"line": no, "time": time, "t": t, **rec})
+            return
+        self.v0 |= bool(rec.pop("_v0", False))
+        if rec["engine"]:
+            self.labels += 1
+        out = {"line": no, "time": time, "t": t, "engine": rec["engine"]}
+        for k in CORE:
+            out[k] = rec.get(k)
+        for k, v in rec.items():
+            if k not in out:
+                out[k] = v
+                self.keys.add(k)
+        if repeat > 1:
+            out["repeated"] = repeat
+        key = (rec["engine"], t, tuple((k, repr(v)) for k, v in rec.items() if k not in ("process", "source")))
+        if key in self.seen_keys:
+            self.out.duplicates += 1
+            return
+        self.seen_keys.add(key)
+        if len(self.seen_keys) > 8192:
+            self.seen_keys.clear()
+        self.out.stats.append(out)
+
+    def other(self, no: int, text: str) -> None:
+        if "batch" in text and ("Prefill batch" in text or "Decode batch" in text):
+            self.out.other_engine_lines["sglang"] = self.out.other_engine_lines.get("sglang", 0) + 1
+        got = request_line(text) if ("request" in text or "HTTP/" in text) else None
+        if got is None:
+            self.out.other_lines += 1
+            return
+        req, pm = got
+        self.request_count += 1
+        if len(self.out.requests) < MAX_REQUESTS:
+            time, t = (f"{pm['md']} {pm['hms']}", self.clock.at(None, pm["md"], pm["hms"], self.year_hint)) if pm \
+                else (None, None)
+            self.out.requests.append({"line": no, "time": time, "t": t, **req})
+
+    def finish(self) -> None:
+        o = self.out
+        if self.v0:
+            o.era = ("V0 (`metrics.py`: Running / Swapped / Pending, CPU KV cache usage)"
+                     + ("; 2025 builds (bracketed `[file.py:line]`)" if self.bracket[True] > self.bracket[False]
+                        else "; before 2025 (no bracket before `file.py:line]`)"))
+        elif o.stats:
+            o.era = ("V1 with `Engine 00N:` labels (`loggers.py`)" if self.labels else
+                     "V1, early 2025 (`loggers.py`, no `Engine 000:` label)")
+        else:
+            o.era = "unknown (no stats line read)"
+        tr = []
+        if self.process:
+            tr.append("`(APIServer pid=N)` process labels (mid-2025 on)")
+        for k, words in (("deferred", "Deferred field"), ("preemptions", "Preemptions field"),
+                         ("external_prefix_cache_hit_rate", "External prefix cache hit rate (KV connector)"),
+                         ("mm_cache_hit_rate", "MM cache hit rate (multimodal)"),
+                         ("cpu_prefix_cache_hit_rate", "V0 prefix cache hit rate, GPU and CPU")):
+            if k in self.keys or any(r.get(k) is not None for r in o.stats[:1]):
+                tr.append(words)
+        if o.spec_decoding:
+            tr.append(f"SpecDecoding metrics lines ({len(o.spec_decoding):,})")
+        engines = sorted({r["engine"] for r in o.stats if r["engine"]})
+        if len(engines) > 1:
+            tr.append("engines (data parallel): " + ", ".join(engines))
+        if self.sources:
+            tr.append("stats from " + ", ".join(sorted(self.sources)))
+        if not self.clock.year_known and self.clock.kinds:
+            tr.append("no year in the log (vLLM prints month-day only)")
+        o.traits = tr
+        o.lanes = sorted({r["engine"] for r in o.stats})
+        # the stats interval per engine: the median spacing of its lines
+        diffs = []
+        for e in o.lanes:
+            ts = [r["t"] for r in o.stats if r["engine"] == e and r["t"] is not None]
+            diffs += [y - x for x, y in zip(ts, ts[1:]) if y > x]
+        interval = median(diffs) or (5.0 if self.v0 else 10.0)
+        o.extra["stats_interval_s"] = interval
+        o.extra["request_lines"] = self.request_count
+        threshold = max(1.5 * interval, interval + 2)
+        o.gaps = unknown_spans([r["t"] for r in o.stats], threshold)
+        o.gap_rule = (f"silences longer than {threshold:g} s between stats lines (the stats interval is ≈{interval:g} s): "
+                      "an idle engine logs its stats at DEBUG, so a silence is idle or unlogged; the log cannot tell")
+        o.duplicate_note = "the same stats line again (same engine, time and fields), kept once"
+        o.cannot_say = [
+            "anything per step: batch sizes, which requests ran together, chunked prefills, preemption victims",
+            f"what happened inside an interval: throughputs are averages over ≈{interval:g} s, running / waiting / "
+            "KV usage the values when the line was printed",
+            "times finer than one second",
+        ]
+        if not self.clock.year_known:
+            o.cannot_say.append("the year (vLLM prints month and day only)")
+        if not any(r["kind"] in ("finished", "aborted") for r in o.requests):
+            o.cannot_say.append("when each request finished, and its prompt and output lengths")
+        o.would_tell_more = [
+            "VLLM_LOG_STATS_INTERVAL=1: a stats line every second",
+            "--enable-log-requests (older builds log requests by default): a line per request received",
+            "the /metrics endpoint (Prometheus): TTFT, inter-token latency and queue-time histograms",
+            "this project's recorder (servers/vllm/recorder.py): every scheduler step, per request",
+        ]
+        if not o.stats:
+            o.warnings.append("no vLLM stats line could be read")
+
+
+def read_vllm_log(src, name: str = ""):
+    """A vLLM log (path, bytes or binary stream; plain or gzip) -> LogRead."""
+    return VLLMLogReader(name).read(src)

@@ -1,0 +1,86 @@
+"""The Server log page under AppTest: every bundled sample, uploads of each engine (plain, gzip,
+any name), a llama-server log sent to its own page, and hostile uploads refused in one line."""
+from __future__ import annotations
+
+import gzip
+import random
+from pathlib import Path
+
+import pytest
+
+from app_util import open_page as _open_page
+from plotly_util import chart_specs
+from servers.server_log import read_log
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "engine_logs"
+
+
+def open_page(**params):
+    return _open_page("server_log.py", 60, **params)
+
+
+def metric(at, label):
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def upload(at, name, data):
+    at.sidebar.file_uploader[0].upload(name, data, "application/octet-stream").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture(scope="module")
+def page():
+    return open_page()
+
+
+def test_the_default_sample_shows_batches_gauges_and_the_verdict(page):
+    assert [t.value for t in page.title] == ["Server log"]
+    r = read_log((ROOT / "samples" / "server-logs" / "18_sglang_10053.log.gz").read_bytes()).read
+    assert metric(page, "Batch lines") == str(len(r.batches)) and metric(page, "Lines not understood") == "0"
+    specs = chart_specs(page)
+    assert specs["sl_batches"]["layout"]["meta"]["batches"] == len(r.batches)
+    assert specs["sl_batches"]["layout"]["meta"]["unknown_spans"] == len(r.gaps) > 0
+    assert set(specs["sl_gauges"]["layout"]["meta"]["gauges"]) >= {"running", "waiting", "kv_usage"}
+    verdict = next(d.value for d in page.dataframe if "what" in d.value.columns)
+    assert "2025" in " ".join(verdict["value"])
+    assert any("cannot" in s.value for s in page.subheader)
+
+
+@pytest.mark.parametrize("sample", ["sglang_queue", "sglang_dp", "vllm_v1", "vllm_v0"])
+def test_every_sample_opens(sample):
+    at = open_page(sl_sample=sample)
+    assert not at.error
+    specs = chart_specs(at)
+    assert "sl_gauges" in specs and ("sl_batches" in specs) == sample.startswith("sglang")
+    if sample == "sglang_dp":
+        assert len(specs["sl_gauges"]["layout"]["meta"]["lanes"]) == 8
+
+
+def test_uploads_of_each_engine_any_name_and_gzip():
+    at = open_page()
+    upload(at, "whatever.bin", gzip.compress((FIX / "vllm" / "20_vllm-ascend_11876.log").read_bytes(), mtime=0))
+    assert metric(at, "Stats lines") == "2" and not at.error
+    upload(at, "x.txt", (FIX / "sglang" / "13_sgl-kernel-npu_608.log").read_bytes())
+    assert metric(at, "Batch lines") == "4"
+
+
+def test_a_llama_server_log_points_to_its_page():
+    at = open_page()
+    upload(at, "l.log.gz", (ROOT / "samples" / "llama-logs" / "s6_stream_cancel_seed601.34af94cd9.log.gz").read_bytes())
+    assert any("llama-server log" in i.value for i in at.info) and metric(at, "Model calls") == "400"
+
+
+def test_hostile_uploads_one_plain_line_never_html():
+    at = open_page()
+    upload(at, "<b>x</b>.log", random.Random(3).randbytes(50_000))
+    assert len(at.error) == 1 and "binary" in at.error[0].value and len(at.error[0].value) <= 200
+    evil = ("[2025-09-03 18:33:18 TP0] Prefill batch. #new-seq: 1, #new-token: <script>alert(1)</script>, "
+            "#cached-token: 1, token usage: 0.00, #running-req: 0, #queue-req: 0\n"
+            "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 5, token usage: 0.00, note: "
+            "<img src=x onerror=alert(1)>, gen throughput (token/s): 1.0, #queue-req: 0\n")
+    upload(at, "evil.log", evil.encode())
+    assert metric(at, "Lines not understood") == "1" and metric(at, "Batch lines") == "1"
+    assert any("<script>" in c.value for c in at.code)            # shown as text, in a code block
+    assert all("<script>" not in m.value and "<img" not in m.value for m in at.markdown)
