@@ -17,6 +17,13 @@ the recorder: 64 KV blocks of 32 tokens, budget 256, 16 sequences, prefix cachin
 3. Overhead: the same closed burst three times on a server without the recorder and three times
    on the recording one (alternated servers would need more starts than the 2 cores allow):
    output tokens per second, best and median.
+--floor instead: the calibration run, then the test workloads twice, each on a fresh server with
+the same seeds (no overhead part): the noise floor (the two runs' per-request differences, TTFT /
+TPOT / E2E mean and p90) beside the prediction error of every cost-model form (sim.cost.COST_FORMS)
+fitted on the calibration run, on the other test run and on the same run, and how often the
+prediction band (servers.vllm.compare.predict) holds the recorded time; the machine's load average
+with every figure. About 5-8 minutes here. --analyse DIR prints that report again from the
+recordings a --floor run kept (--keep DIR).
 Prints tables; the figures go in the README. Step-line size: bytes per step line of the test run
 and what an hour at 100 steps/s comes to.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -92,20 +100,104 @@ def throughput(url: str, model: str, reqs: list[dict], repeat: int) -> list[floa
     return out
 
 
+def load_avg() -> str:
+    """The machine's 1/5/15-minute load average, as printed beside every figure."""
+    return "load {:.2f} / {:.2f} / {:.2f}".format(*os.getloadavg())
+
+
+def floor_runs(tmp: Path, model: Path, scale: float) -> None:
+    """The calibration run, then the held test workloads twice, each on a fresh server (same seeds,
+    same gaps), recorded into tmp/{calibration,test_a,test_b}.jsonl; the load average before and
+    after each run into tmp/loads.json."""
+    loads = {}
+    cal_reqs = workloads.poisson(seed=41, n=int(40 * scale), rate_per_s=4.0, prefix="cal", prompt=(20, 600),
+                                 output=(5, 80))
+    parts = test_workloads(scale)
+    for name in ("calibration", "test_a", "test_b"):
+        t0, before = time.time(), os.getloadavg()
+        path = tmp / f"{name}.jsonl"
+        with open(tmp / f"{name}.log", "wb") as log:
+            proc, url = launch.start(str(PY), str(model), str(path), ARGS, log=log)
+            try:
+                if name == "calibration":
+                    load.send(url, str(model), [{**r, "request_id": r["id"]} for r in cal_reqs])
+                else:
+                    send_all(url, str(model), parts, gap_s=2.0)
+            finally:
+                launch.stop(proc)
+        loads[name] = {"before": before, "after": os.getloadavg(), "seconds": time.time() - t0}
+        print(f"{name}: recorded in {time.time() - t0:.0f} s; {load_avg()}", flush=True)
+    (tmp / "loads.json").write_text(json.dumps(loads))
+
+
+def floor_report(tmp: Path) -> None:
+    """The noise floor (the two test runs' per-request differences) beside the prediction errors,
+    for each cost-model form, calibrated on the calibration run, on the other test run and on the
+    same run; and how often the prediction band holds the measured time."""
+    from servers.vllm.compare import noise_floor, predict   # late: --analyse reads what the code says now
+    from sim.cost import COST_FORMS
+
+    loads = json.loads((tmp / "loads.json").read_text()) if (tmp / "loads.json").exists() else {}
+    recs = {n: read_recording(tmp / f"{n}.jsonl") for n in ("calibration", "test_a", "test_b")}
+    for n, rec in recs.items():
+        ld = loads.get(n, {})
+        lb, la = ld.get("before"), ld.get("after")
+        busy = to_trace(rec).steps
+        busy = busy[~busy["idle"]]
+        dt = busy.eval("end - start")
+        print(f"{n}: {len(rec.steps)} steps, {len(rec.adds)} requests, busy step median {dt.median():.1f} ms "
+              f"(p10 {dt.quantile(0.1):.1f}, p90 {dt.quantile(0.9):.1f}); load before "
+              + (f"{lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f}, after {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}" if lb else "?")
+              + (f", {ld['seconds']:.0f} s" if ld else ""))
+    fl = noise_floor(recs["test_a"], recs["test_b"])
+    print(f"\nnoise floor: the same seeded workloads on two fresh servers, per request |B - A| / A "
+          f"({fl['n']} requests matched); {load_avg()} now")
+    print("| | TTFT mean / p90 | TPOT mean / p90 | E2E mean / p90 |\n|---|---|---|---|")
+    print("| run A vs run B | " + " | ".join(f"{fl[m]['mape']:.1f}% / {fl[m]['p90']:.1f}%"
+                                          for m in ("ttft_ms", "tpot_ms", "e2e_ms")) + " |")
+    print(f"\nprediction error per form, |predicted - recorded| / recorded, mean / p90, and the share of requests "
+          f"inside the band (80%, from the fit's residuals); {load_avg()} now")
+    print("| form | fitted on | predicts | TTFT | TPOT | E2E | in band TTFT / E2E |\n|---|---|---|---|---|---|---|")
+    pairs = [("calibration", "test_a"), ("calibration", "test_b"), ("test_b", "test_a"), ("test_a", "test_b"),
+             ("test_a", "test_a"), ("test_b", "test_b")]
+    for form in COST_FORMS:
+        for cal, held in pairs:
+            p = predict(recs[held], recs[cal], form=form)
+            e, cov = p.errors, p.band_coverage()
+            print(f"| {form} | {cal} | {held} | " + " | ".join(f"{e[m]['mape']:.1f}% / {e[m]['p90']:.1f}%"
+                                                              for m in ("ttft_ms", "tpot_ms", "e2e_ms"))
+                  + f" | {cov['ttft_ms']:.0f}% / {cov['e2e_ms']:.0f}% |", flush=True)
+    print(f"\n{load_avg()} at the end")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smaller model and fewer requests")
     ap.add_argument("--keep", help="a folder to keep the recordings and server logs in")
+    ap.add_argument("--floor", action="store_true",
+                    help="the noise floor: calibration run, then the test workloads twice on fresh servers, and the "
+                         "prediction error of each cost-model form beside the two runs' differences")
+    ap.add_argument("--scale", type=float, help="request counts x this (default 1; --quick 0.5)")
+    ap.add_argument("--analyse", metavar="DIR", help="--floor's report again from the recordings kept in DIR")
     a = ap.parse_args()
+    if a.analyse:
+        floor_report(Path(a.analyse))
+        return
     if not PY.exists():
         raise SystemExit("no .venv-vllm: run `bash servers/vllm/make_venv.sh` first")
     layers, width, scale = (4, 512, 0.5) if a.quick else (8, 1024, 1.0)
+    scale = a.scale or scale
     tmp = Path(a.keep or tempfile.mkdtemp(prefix="vllm_fidelity_"))
     tmp.mkdir(parents=True, exist_ok=True)
     model = tmp / "model"
     subprocess.run([str(PY), str(ROOT / "servers" / "vllm" / "tiny_model.py"), str(model), "--layers", str(layers),
                     "--width", str(width), "--max-len", "2048"], check=True, capture_output=True)
-    print(f"model: {layers} layers, width {width}; vLLM flags {ARGS}; files in {tmp}", flush=True)
+    print(f"model: {layers} layers, width {width}; request scale {scale}; vLLM flags {ARGS}; files in {tmp}; "
+          f"{load_avg()}", flush=True)
+    if a.floor:
+        floor_runs(tmp, model, scale)
+        floor_report(tmp)
+        return
 
     # 1. calibration
     cal_reqs = workloads.poisson(seed=41, n=int(40 * scale), rate_per_s=4.0, prefix="cal", prompt=(20, 600),

@@ -295,6 +295,15 @@ if v is not None:
                                           ("e2e_ms", "End-to-end"))):
             col.metric(f"{label}: mean error", fmt(e[k]["mape"], "%"), help=f"p90 {fmt(e[k]['p90'], '%')} over "
                        f"{e[k]['n']} requests: |predicted − recorded| / recorded.")
+        b = p["json"].get("band")
+        if b:   # the band: the calibration's step residuals, re-simulated (servers.vllm.compare.predict)
+            f, cov = b["step_factors"], b["coverage"]
+            st.caption(f"Band per prediction (the table's `_low` / `_high` columns): the arrivals simulated again "
+                       f"with every step {f['e2e'][0]:.2f}×–{f['e2e'][1]:.2f}× the model's (TTFT: "
+                       f"{f['ttft'][0]:.2f}×–{f['ttft'][1]:.2f}×), the 10th–90th percentile of how the calibration "
+                       f"run's stretches of steps went against the fit. The recorded time falls inside it for "
+                       f"{fmt(cov['ttft_ms'], '%')} of TTFTs and {fmt(cov['e2e_ms'], '%')} of end-to-end times; "
+                       f"a machine busier on one run than the other moves times outside it.")
         st.plotly_chart(p["figure"], key="vs_prediction", theme=None, config={"displaylogo": False})
         st.dataframe(p["requests"], hide_index=True, key="vs_pred_table")
 

@@ -8,9 +8,12 @@
   llamalog SERVER.log [--json] [-o FILE.trace] [--resim]
                                        a llama-server -v log (.gz too): its batches and tasks;
                                        --resim: its workload re-simulated beside it
+  log SERVER.log [--json] [-o FILE.trace] [--engine E]
+                                       the log an SGLang, vLLM or llama-server server wrote (plain or
+                                       .gz; the engine recognised by content): its batch / stats lines
   vllm RECORDING [--json] [-o FILE.trace] [--oracle-jsonl OUT] [--workload OUT] [--predict CAL]
-                                       a vLLM server's step recording: the Trace, the simulator's
-                                       verdict on its decisions, its times predicted
+      [--cost-form FORM]               a vLLM server's step recording: the Trace, the simulator's
+                                       verdict on its decisions, its times predicted (with bands)
   fleet WORKLOAD --replicas N --router POLICY [--router-config JSON] [-o FLEET.trace] [--json]
   fleet --recordings REC1 REC2 ... [--router POLICY] [--timing recorded|simulated] [--json]
                                        a fleet behind a router: simulated, or a real one's recordings
@@ -202,6 +205,44 @@ def cmd_llamalog(args) -> int:
     return 0
 
 
+def cmd_log(args) -> int:
+    import os
+    from servers.server_log import LABELS, read_log   # a source: only the CLI may import one, lazily
+    try:
+        log = read_log(args.log, name=os.path.basename(args.log), engine=args.engine)
+    except OSError as e:
+        raise SystemExit(f"cannot read {args.log}: {e.strerror or e}")
+    except ValueError as e:
+        raise SystemExit(str(e)[:200])
+    r = log.read
+    for w in r.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.out:
+        log.trace.save(args.out)
+    if r.engine == "llama-server":   # the llama-server reader's own summary, as `llamalog` prints it
+        if args.json:
+            print(dumps_strict({"engine": r.engine, "era": r.era, **r.extra["llama"]}))
+        elif not args.out:
+            print(f"engine llama-server ({r.era}); read as `python -m sim llamalog` reads it")
+            return cmd_llamalog(argparse.Namespace(log=args.log, progress=False, out=None, resim=False, json=False))
+        return 0
+    if args.json:
+        print(dumps_strict(r.to_json()))
+    elif not args.out:
+        n_pre = sum(b["kind"] == "prefill" for b in r.batches)
+        what = (f"{len(r.batches):,} batch lines ({n_pre:,} prefill, {len(r.batches) - n_pre:,} decode)"
+                if r.engine == "sglang" else f"{len(r.stats):,} stats lines")
+        print(f"engine {LABELS[r.engine]}; era {r.era}; {what}; {len(r.requests):,} request lines; "
+              f"{r.not_understood:,} line(s) not understood; {r.duplicates:,} duplicate(s); "
+              f"{len(r.gaps):,} unknown span(s); clock: {r.clock}")
+        for t in r.traits:
+            print(f"  {t}")
+        for ex in r.not_understood_examples[:3]:
+            print(f"  not understood (line {ex['line']}): {ex['text'][:120]}")
+        print("the log cannot say: " + "; ".join(r.cannot_say))
+    return 0
+
+
 def cmd_vllm(args) -> int:
     from servers.vllm.compare import decisions, predict   # a source: only the CLI may import one, lazily
     from servers.vllm.recording import is_async, oracle_lines, read_recording, to_trace, to_workload
@@ -241,7 +282,10 @@ def cmd_vllm(args) -> int:
            "finished": int(r["finish_reason"].astype(bool).sum()), "preemptions": int(r["preemptions"].sum()),
            "ended": rec.ended, "warnings": rec.warnings, "decisions": verdict}
     if args.predict:
-        pred = predict(rec, load(args.predict))
+        try:
+            pred = predict(rec, load(args.predict), form=args.cost_form)
+        except ValueError as e:
+            raise SystemExit(f"{args.predict}: {e}") from None
         out.update(pred.to_json())
     if args.json:
         print(dumps_strict(out))
@@ -259,6 +303,22 @@ def cmd_vllm(args) -> int:
     if args.predict:
         for m, e in out["errors"].items():
             print(f"predicted {m[:-3]}: mean absolute error {e['mape']:.1f}%, p90 {e['p90']:.1f}% ({e['n']} requests)")
+        b = out.get("band")
+        if b:
+            lo_q, hi_q = (round(100 * x) for x in b["quantiles"])
+            f = b["step_factors"]
+            print(f"band ({lo_q}th-{hi_q}th percentile of the calibration's step residuals, re-simulated): steps "
+                  f"x{f['ttft'][0]:.2f}-x{f['ttft'][1]:.2f} over {b['window_steps']['ttft']} steps (TTFT), "
+                  f"x{f['e2e'][0]:.2f}-x{f['e2e'][1]:.2f} over {b['window_steps']['e2e']} (TPOT, E2E); the recorded "
+                  f"time inside it: TTFT {b['coverage']['ttft_ms']:.0f}%, E2E {b['coverage']['e2e_ms']:.0f}% of requests")
+            rows = out["requests"]
+            for row in rows[:5]:
+                print(f"  {row['id']}: TTFT {row['ttft_ms']:.0f} ms, predicted {row['predicted_ttft_ms']:.0f} "
+                      f"({row['predicted_ttft_ms_low']:.0f}-{row['predicted_ttft_ms_high']:.0f}); E2E {row['e2e_ms']:.0f} "
+                      f"ms, predicted {row['predicted_e2e_ms']:.0f} ({row['predicted_e2e_ms_low']:.0f}-"
+                      f"{row['predicted_e2e_ms_high']:.0f})")
+            if len(rows) > 5:
+                print(f"  ... {len(rows) - 5} more (--json has every request's band)")
     return 0
 
 
@@ -319,6 +379,12 @@ def main(argv=None) -> int:
                         "server's settings), in ms with a cost fitted to the log's calls when it has timestamps, "
                         "else in model calls; print the comparison (JSON with --json)")
     p.set_defaults(fn=cmd_llamalog)
+    p = sub.add_parser("log", help="read an SGLang, vLLM or llama-server log (engine recognised by content)")
+    p.add_argument("log", help="the log file (plain or gzip, any name)")
+    p.add_argument("--json", action="store_true", help="print what the log says as one JSON object")
+    p.add_argument("-o", "--out", help="write the Trace file")
+    p.add_argument("--engine", choices=("sglang", "vllm", "llama-server"), help="read it as this engine's log")
+    p.set_defaults(fn=cmd_log)
     p = sub.add_parser("vllm", help="read a vLLM server's step recording (servers/vllm/recorder.py)")
     p.add_argument("recording", help="the recording (JSON lines, plain or .gz)")
     p.add_argument("--json", action="store_true", help="print the summary (and predictions) as JSON")
@@ -326,7 +392,11 @@ def main(argv=None) -> int:
     p.add_argument("--oracle-jsonl", help="write the recorded steps in the oracle's JSON-lines format")
     p.add_argument("--workload", help="write the workload JSON that `sim trace` re-simulates step for step")
     p.add_argument("--predict", metavar="CALIBRATION_RECORDING",
-                   help="fit the cost model on another recording and predict this one's request times")
+                   help="fit the cost model on another recording and predict this one's request times, each "
+                        "with a band from the fit's residuals")
+    p.add_argument("--cost-form", default="linear", metavar="FORM",
+                   help="the fitted cost model's form (sim.cost.COST_FORMS: linear = per step + per token + per "
+                        "context token; prefill_decode, per_seq, prefill_decode_seq)")
     p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
     p.set_defaults(fn=cmd_vllm)
     from .search_cli import add_search_parser  # the config search's options and command (sim/search_cli.py)

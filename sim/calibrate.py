@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .cost import CalibratedCost
+from .cost import CalibratedCost, CostModel, FormCost, form_terms
 from .metrics import per_request, summary
 from .simulate import simulate
 from .trace import Trace
@@ -38,26 +38,45 @@ def step_samples(trace: Trace) -> pd.DataFrame:
            + b["tokens"].to_numpy(dtype=float))
     context = pd.Series(ctx).groupby(b["step"].to_numpy()).sum()
     steps = busy["step"].to_numpy(dtype=np.int64)
+    decode = busy["decode_tokens"].to_numpy(dtype=np.int64) if "decode_tokens" in busy else np.zeros(len(busy), np.int64)
     return pd.DataFrame({"step": steps, "num_tokens": busy["num_tokens"].to_numpy(dtype=np.int64),
                          "num_seqs": busy["num_seqs"].to_numpy(dtype=np.int64),
+                         "decode_tokens": decode,
                          "context_tokens": context.reindex(steps, fill_value=0).to_numpy(dtype=np.int64),
                          "measured": (busy["end"] - busy["start"]).to_numpy(dtype=float)})
 
 
-def _fit(samples: pd.DataFrame, unit: str, nonnegative: bool = False) -> CalibratedCost:
-    return CalibratedCost.fit(zip(samples["num_tokens"], ([c] for c in samples["context_tokens"]),
-                                  samples["measured"]), unit=unit, nonnegative=nonnegative)
+def _fit(samples: pd.DataFrame, unit: str, nonnegative: bool = False, form: str = "linear") -> CostModel:
+    if form == "linear":
+        return CalibratedCost.fit(zip(samples["num_tokens"], ([c] for c in samples["context_tokens"]),
+                                      samples["measured"]), unit=unit, nonnegative=nonnegative)
+    form_terms(form)   # an unknown form: one plain sentence
+    d = samples["decode_tokens"].to_numpy(dtype=float)
+    rows = np.column_stack([samples["num_tokens"].to_numpy(dtype=float) - d, d,
+                            samples["context_tokens"].to_numpy(dtype=float), samples["num_seqs"].to_numpy(dtype=float),
+                            samples["measured"].to_numpy(dtype=float)])
+    return FormCost.fit(rows, form=form, unit=unit, nonnegative=nonnegative)
 
 
-def _predict(cost: CalibratedCost, samples: pd.DataFrame) -> np.ndarray:
+def predict_steps(cost: CostModel, samples: pd.DataFrame) -> np.ndarray:
+    """The cost model's time for each step_samples row (by its make-up when the model prices that)."""
+    if isinstance(cost, FormCost):
+        d = samples["decode_tokens"].to_numpy(dtype=float)
+        return np.asarray([cost.step_time_shape(n - dd, dd, c, q) for n, dd, c, q in zip(
+            samples["num_tokens"].to_numpy(dtype=float), d, samples["context_tokens"].to_numpy(dtype=float),
+            samples["num_seqs"].to_numpy(dtype=float))], dtype=float)
     return np.asarray([cost.step_time_totals(int(n), int(c))
                        for n, c in zip(samples["num_tokens"], samples["context_tokens"])], dtype=float)
 
 
+_predict = predict_steps
+
+
 def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1,
-              nonnegative: bool = False) -> tuple[CalibratedCost, np.ndarray]:
-    """A CalibratedCost (time unit of the trace) fitted to the run's busy steps, and which steps
-    the fit used (a bool per step_samples row).
+              nonnegative: bool = False, form: str = "linear") -> tuple[CostModel, np.ndarray]:
+    """A cost model (time unit of the trace) fitted to the run's busy steps, and which steps
+    the fit used (a bool per step_samples row). form: sim.cost.COST_FORMS; "linear" (the
+    default) is a CalibratedCost, the others a FormCost.
 
     A measured step can be stalled by things the model does not know (the first pass
     allocating its buffers, another thread holding the GIL, another process on the core); one
@@ -72,7 +91,7 @@ def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1,
         raise ValueError(f"the run has {len(samples)} busy steps; calibrating needs at least 3")
     unit = trace.time_unit or "ms"
     keep = np.ones(len(samples), dtype=bool)
-    cost = _fit(samples, unit, nonnegative)
+    cost = _fit(samples, unit, nonnegative, form)
     measured = samples["measured"].to_numpy(dtype=float)
     budget = min(int(max_drop * len(samples)), len(samples) - 3)
     for _ in range(2 if trim > 0 else 0):
@@ -86,7 +105,7 @@ def calibrate(trace: Trace, trim: float = 4.0, max_drop: float = 0.1,
         if (new == keep).all():
             break
         keep = new
-        cost = _fit(samples[keep], unit, nonnegative)
+        cost = _fit(samples[keep], unit, nonnegative, form)
     cost.fit_info["outliers"] = int((~keep).sum())
     return cost, keep
 

@@ -201,6 +201,14 @@ class CostModel:
         """Same as :meth:`step_time`, given only the summed context length (all models are linear in it)."""
         raise NotImplementedError
 
+    #: True for models that price a step by its make-up (prefill vs decode tokens, sequences):
+    #: the simulator then calls :meth:`step_time_plan` with the scheduler's plan
+    uses_shape: ClassVar[bool] = False
+
+    def step_time_plan(self, plan: Any) -> float:
+        """Time of the step a scheduler planned (a StepPlan: entries, num_tokens, context_tokens)."""
+        return self.step_time_totals(plan.num_tokens, plan.context_tokens)
+
     def describe(self) -> dict[str, Any]:
         """A JSON-able description for trace metadata."""
         raise NotImplementedError
@@ -381,6 +389,143 @@ class CalibratedCost(CostModel):
         return {"name": self.name, "time_unit": self.unit, "per_token": self.per_token,
                 "per_context_token": self.per_context_token, "per_step": self.per_step,
                 "fit": dict(self.fit_info)}
+
+
+# The terms a fitted cost form may use, per step: "tokens" all scheduled tokens, "prefill" the
+# prompt and recompute chunks' tokens, "decode" the decode tokens (one per decoding sequence),
+# "context" the summed KV context, "seqs" the sequences in the batch; every form adds a per-step
+# constant. "linear" is CalibratedCost's form.
+COST_FORMS: dict[str, tuple[str, ...]] = {
+    "linear": ("tokens", "context"),
+    "prefill_decode": ("prefill", "decode", "context"),
+    "per_seq": ("tokens", "context", "seqs"),
+    "prefill_decode_seq": ("prefill", "decode", "context", "seqs"),
+}
+
+
+def form_terms(form: str) -> tuple[str, ...]:
+    try:
+        return COST_FORMS[form]
+    except KeyError:
+        raise ValueError(f"unknown cost form {form!r}; known: {', '.join(COST_FORMS)}") from None
+
+
+def _term_values(terms: Sequence[str], prefill: float, decode: float, context: float, seqs: float) -> list[float]:
+    v = {"tokens": prefill + decode, "prefill": prefill, "decode": decode, "context": context, "seqs": seqs}
+    return [v[t] for t in terms]
+
+
+def _lstsq_pinned(design: np.ndarray, times: np.ndarray, nonnegative: bool) -> tuple[np.ndarray, list[int]]:
+    """Least squares; with nonnegative, the most negative constant is pinned to 0 and the rest refitted
+    until none is negative. (coefficients, the columns left free)."""
+    free = list(range(design.shape[1]))
+    coef = np.zeros(design.shape[1])
+    while free:
+        sub = np.linalg.lstsq(design[:, free], times, rcond=None)[0]
+        coef = np.zeros(design.shape[1])
+        coef[free] = sub
+        if not nonnegative or (sub >= 0).all():
+            break
+        free.pop(int(np.argmin(sub)))
+    return coef, free
+
+
+@register
+@dataclass
+class FormCost(CostModel):
+    """A linear model of a step's make-up, fitted to measured step times: ``time = per_step +
+    sum(coef[term] * term)`` over the terms of ``form`` (:data:`COST_FORMS`), e.g. for
+    ``prefill_decode_seq`` per prefill token, per decode token, per context token and per
+    sequence. Build one with :meth:`fit`. The simulator prices each step from its plan
+    (:meth:`step_time_plan`); a caller that knows only the totals (:meth:`step_time_totals`) gets
+    the tokens counted as prefill tokens of one sequence, :meth:`step_time` one sequence per
+    context length."""
+
+    form: str = "prefill_decode"
+    coef: dict[str, float] = field(default_factory=dict)
+    per_step: float = 0.0
+    unit: str = "ms"
+    fit_info: dict[str, Any] = field(default_factory=dict)
+
+    name: ClassVar[str] = "calibrated_form"
+    uses_shape: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        self.coef = {t: float(self.coef.get(t, 0.0)) for t in form_terms(self.form)}
+
+    @property
+    def time_unit(self) -> str:  # type: ignore[override]
+        return self.unit
+
+    def step_time_shape(self, prefill: float, decode: float, context: float, seqs: float) -> float:
+        """Time of a step of `prefill` prompt/recompute tokens, `decode` decode tokens, summed
+        context `context`, over `seqs` sequences (0 when it schedules no token)."""
+        if prefill + decode <= 0:
+            return 0.0
+        terms = form_terms(self.form)
+        return self.per_step + sum(self.coef[t] * x for t, x in zip(terms, _term_values(terms, prefill, decode,
+                                                                                         context, seqs)))
+
+    def step_time_totals(self, num_tokens: int, context_total: int) -> float:
+        return self.step_time_shape(num_tokens, 0, context_total, 1)
+
+    def step_time(self, num_tokens: int, context_lens: Sequence[int] | np.ndarray = ()) -> float:
+        return self.step_time_shape(num_tokens, 0, _context_total(context_lens), max(len(context_lens), 1))
+
+    def step_time_plan(self, plan: Any) -> float:
+        decode = sum(e.tokens for e in plan.entries if e.kind == "decode")
+        return self.step_time_shape(plan.num_tokens - decode, decode, plan.context_tokens, len(plan.entries))
+
+    @classmethod
+    def fit(cls, rows: Iterable[tuple[float, float, float, float, float]], form: str = "prefill_decode",
+            unit: str = "ms", nonnegative: bool = False) -> "FormCost":
+        """Least-squares fit from ``(prefill, decode, context, seqs, measured_time)`` rows per step.
+        nonnegative: as in :meth:`CalibratedCost.fit`."""
+        terms = form_terms(form)
+        data = np.asarray(list(rows), dtype=float).reshape(-1, 5)
+        if len(data) < len(terms) + 1:
+            raise ValueError(f"need at least {len(terms) + 1} samples to fit {len(terms) + 1} constants")
+        design = np.column_stack([np.asarray([_term_values(terms, *r[:4]) for r in data]), np.ones(len(data))])
+        times = data[:, 4]
+        coef, free = _lstsq_pinned(design, times, nonnegative)
+        predicted = design @ coef
+        spread = float(((times - times.mean()) ** 2).sum())
+        residual = float(((times - predicted) ** 2).sum())
+        info = {"samples": len(data), "rank": int(np.linalg.matrix_rank(design[:, free])) if free else 0,
+                "r2": 1.0 - residual / spread if spread > 0 else 1.0, "rmse": math.sqrt(residual / len(data))}
+        return cls(form, {t: float(c) for t, c in zip(terms, coef[:-1])}, float(coef[-1]), unit, info)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "time_unit": self.unit, "form": self.form, "per_step": self.per_step,
+                **{f"per_{t}": c for t, c in self.coef.items()}, "fit": dict(self.fit_info)}
+
+
+class ScaledCost(CostModel):
+    """Another cost model's step times times `factor`: a run as if every step were that much
+    slower or faster (what a prediction band simulates)."""
+
+    name: ClassVar[str] = "scaled"
+
+    def __init__(self, base: CostModel, factor: float):
+        self.base, self.factor = base, float(factor)
+        self.uses_shape = bool(getattr(base, "uses_shape", False))  # type: ignore[misc]
+
+    @property
+    def time_unit(self) -> str:  # type: ignore[override]
+        return self.base.time_unit
+
+    def step_time_totals(self, num_tokens: int, context_total: int) -> float:
+        return self.factor * self.base.step_time_totals(num_tokens, context_total)
+
+    def step_time(self, num_tokens: int, context_lens: Sequence[int] | np.ndarray = ()) -> float:
+        return self.factor * self.base.step_time(num_tokens, context_lens)
+
+    def step_time_plan(self, plan: Any) -> float:
+        return self.factor * self.base.step_time_plan(plan)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "factor": self.factor,
+                "base": self.base.describe() if hasattr(self.base, "describe") else type(self.base).__name__}
 
 
 class MeasuredCost(CostModel):

@@ -392,6 +392,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     step, clock = 0, 0.0
     stalled = 0
     idle_dt = cost.step_time(1, [1])  # an idle tick: the engine polls, no model pass
+    shaped = getattr(cost, "uses_shape", False)  # priced by the step's make-up (sim.cost.FormCost)
     tracks_counters = bool(sched.waiting.state()) or cfg.policy == "vtc"
     # async scheduling: each step is one call of vLLM's step_with_batch_queue (sim/async_sched.py)
     bq = BatchQueue(sched) if cfg.async_scheduling else None
@@ -427,7 +428,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         if stalled > 1000:
             raise RuntimeError(f"no progress for 1000 steps at step {step}: the KV pool is too small for "
                                f"the requests in flight")
-        dt = cost.step_time_totals(plan.num_tokens, plan.context_tokens)
+        dt = cost.step_time_plan(plan) if shaped else cost.step_time_totals(plan.num_tokens, plan.context_tokens)
         swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
         dt += swap_bytes * swap_unit_per_byte
         finished = sched.update(plan)
@@ -469,7 +470,9 @@ def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt,
         plan = StepPlan()
         plan.free_after_schedule = sched.pool.num_free
     swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
-    end = clock + cost.step_time_totals(plan.num_tokens, plan.context_tokens) + swap_bytes * swap_unit_per_byte
+    dt = (cost.step_time_plan(plan) if getattr(cost, "uses_shape", False)
+          else cost.step_time_totals(plan.num_tokens, plan.context_tokens))
+    end = clock + dt + swap_bytes * swap_unit_per_byte
     applied, finished = bq.apply() if bq.submit(step, None if drain else plan, end) else (None, [])
     progressed = plan.entries or plan.admitted or plan.preempted or finished
     stalled = 0 if progressed else stalled + 1

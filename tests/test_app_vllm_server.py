@@ -52,6 +52,7 @@ def test_the_simulator_toggle_gives_the_verdict_and_a_prediction():
     labels = [m.label for m in at.metric]
     assert "TTFT: mean error" in labels and "End-to-end: mean error" in labels
     assert "vs_prediction" in chart_specs(at)
+    assert any("Band per prediction" in c.value and "% of TTFTs" in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("name,data,words", [

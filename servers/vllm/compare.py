@@ -24,8 +24,8 @@ import pandas as pd
 
 from sim import versions
 from sim.async_sched import per_schedule
-from sim.calibrate import calibrate, step_samples
-from sim.cost import CalibratedCost
+from sim.calibrate import calibrate, predict_steps, step_samples
+from sim.cost import CalibratedCost, CostModel, ScaledCost
 from sim.simulate import oracle_jsonl, simulate
 from sim.trace import Trace
 
@@ -61,9 +61,58 @@ def busy_periods(trace: Trace) -> Trace:
                  counters=trace.counters, meta=dict(trace.meta))
 
 
-def fit_cost(rec: Recording) -> CalibratedCost:
-    cost, _ = calibrate(busy_periods(to_trace(rec)))
+def fit_cost(rec: Recording, form: str = "linear") -> CostModel:
+    """The cost model fitted on rec's busy steps (form: sim.cost.COST_FORMS; "linear" a CalibratedCost)."""
+    cost, _ = calibrate(busy_periods(to_trace(rec)), form=form)
     return cost
+
+
+# the prediction band: these quantiles of how much slower or faster than the model the run went
+BAND = (0.1, 0.9)
+
+
+def band_factors(measured, predicted, window: int, q: tuple[float, float] = BAND) -> tuple[float, float]:
+    """(low, high) step-time factors: the q quantiles, over every stretch of `window` consecutive
+    busy steps, of the stretch's measured time over the model's, widened to hold 1 (the point
+    prediction). One step (window 1) gives the spread of single steps' residuals; a request that
+    lives many steps sums them, and how much of a step's noise survives the sum depends on
+    whether slow steps come together (another process on the core for a second) or alone; the
+    stretches of the run itself say which, instead of assuming either."""
+    m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
+    ok = np.isfinite(m) & np.isfinite(p) & (p > 0)
+    m, p = m[ok], p[ok]
+    if not len(m):
+        return 1.0, 1.0
+    w = max(1, min(int(window), len(m)))
+    cm, cp = np.concatenate([[0.0], np.cumsum(m)]), np.concatenate([[0.0], np.cumsum(p)])
+    ratio = (cm[w:] - cm[:-w]) / (cp[w:] - cp[:-w])
+    lo, hi = np.quantile(ratio, q)
+    return min(float(lo), 1.0), max(float(hi), 1.0)
+
+
+def client_id(request_id: str) -> str:
+    """The id the client sent (load.send's request_id) from vLLM's `cmpl-<id>-<n>-<hash>`."""
+    s = str(request_id)
+    return s[len("cmpl-"):].rsplit("-", 2)[0] if s.startswith("cmpl-") and s.count("-") >= 3 else s
+
+
+def _pct(a: np.ndarray, b: np.ndarray) -> dict:
+    ok = np.isfinite(a) & np.isfinite(b) & (a > 0)
+    pct = np.abs(b[ok] - a[ok]) / a[ok] * 100.0
+    return {"mape": float(pct.mean()) if len(pct) else math.nan,
+            "p90": float(np.percentile(pct, 90)) if len(pct) else math.nan, "n": int(ok.sum())}
+
+
+def noise_floor(a: Recording, b: Recording) -> dict:
+    """Two recordings of the same requests (the same client ids): per metric the mean and p90 of
+    |b - a| / a per request (what the machine alone moves), and n, the requests in both."""
+    ta = request_times(to_trace(a)).assign(cid=lambda d: d["id"].map(client_id)).set_index("cid")
+    tb = request_times(to_trace(b)).assign(cid=lambda d: d["id"].map(client_id)).set_index("cid")
+    ids = [i for i in ta.index if i in tb.index]
+    out = {m: _pct(ta.loc[ids, m].to_numpy(dtype=float), tb.loc[ids, m].to_numpy(dtype=float))
+           for m in ("ttft_ms", "tpot_ms", "e2e_ms")}
+    out["n"] = len(ids)
+    return out
 
 
 def request_times(trace: Trace) -> pd.DataFrame:
@@ -79,43 +128,99 @@ def request_times(trace: Trace) -> pd.DataFrame:
                          "e2e_ms": fin - arr})
 
 
+METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
 @dataclass
 class Prediction:
-    cost: CalibratedCost
+    cost: CostModel
     sim_trace: Trace
-    requests: pd.DataFrame   # id, ttft_ms, tpot_ms, e2e_ms, predicted_ttft_ms, predicted_tpot_ms, predicted_e2e_ms
+    # id, ttft_ms, tpot_ms, e2e_ms, predicted_ttft_ms, predicted_tpot_ms, predicted_e2e_ms and, with a
+    # band, predicted_<metric>_low / _high
+    requests: pd.DataFrame
     errors: dict             # per metric: mean absolute % error, p90, n
+    band: dict | None = None  # how the band was made: quantiles, windows (steps), step-time factors
+
+    def band_coverage(self) -> dict:
+        """Per metric, the % of requests whose recorded time lies inside the band (NaN without one)."""
+        out = {}
+        for m in METRICS:
+            r = self.requests
+            if self.band is None or f"predicted_{m}_low" not in r:
+                out[m] = math.nan
+                continue
+            a, lo, hi = (r[k].to_numpy(dtype=float) for k in (m, f"predicted_{m}_low", f"predicted_{m}_high"))
+            ok = np.isfinite(a) & np.isfinite(lo) & np.isfinite(hi)
+            out[m] = float(((a[ok] >= lo[ok]) & (a[ok] <= hi[ok])).mean() * 100.0) if ok.any() else math.nan
+        return out
 
     def to_json(self) -> dict:
         rows = self.requests.replace({np.nan: None}).to_dict(orient="records")
         c = self.cost
-        return {"cost": {"per_step_ms": c.per_step, "per_token_ms": c.per_token,
-                         "per_context_token_ms": c.per_context_token, "r2": c.fit_info.get("r2")},
-                "errors": self.errors, "requests": rows}
+        if isinstance(c, CalibratedCost):
+            cost = {"form": "linear", "per_step_ms": c.per_step, "per_token_ms": c.per_token,
+                    "per_context_token_ms": c.per_context_token, "r2": c.fit_info.get("r2")}
+        else:
+            cost = {"form": c.form, "per_step_ms": c.per_step, **{f"per_{t}_ms": v for t, v in c.coef.items()},
+                    "r2": c.fit_info.get("r2")}
+        out = {"cost": cost, "errors": self.errors, "requests": rows}
+        if self.band is not None:
+            out["band"] = {**self.band, "coverage": self.band_coverage()}
+        return out
 
 
-def predict(rec: Recording, calibration: Recording) -> Prediction:
-    """The simulator on rec's arrivals (wall clock), with the cost fitted on `calibration`."""
-    cost = fit_cost(calibration)
-    sim = simulate(to_workload(rec, timed=True), cost=cost)
+def predict(rec: Recording, calibration: Recording, form: str = "linear", band: bool = True) -> Prediction:
+    """The simulator on rec's arrivals (wall clock), with the cost fitted on `calibration`.
+
+    band: each prediction also gets a low and a high (predicted_<metric>_low / _high), from the
+    fit's residuals on the calibration's steps: band_factors, over stretches as long as the
+    median request's time to first token (for TTFT) and its life (TPOT, E2E) in the point
+    simulation, give how much slower and faster than the model such a stretch of steps went
+    (10th and 90th percentiles); the same arrivals are simulated again with every step that
+    much slower and faster (sim.cost.ScaledCost), so that queueing carries the difference on as
+    it would, and each request's band is the least and most of the three runs. What it cannot
+    know: a machine that is slower or faster as a whole on the predicted run than on the
+    calibration run (load from elsewhere): that is outside every residual of one run, and the
+    bench (bench/bench_vllm_fidelity.py --floor) measures how often the band holds a held run."""
+    cost = fit_cost(calibration, form)
+    wl = to_workload(rec, timed=True)
+    sim = simulate(wl, cost=cost)
     real = request_times(to_trace(rec))
     guess = request_times(sim).set_index("id")
     out = real.copy()
-    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+    for m in METRICS:
         out[f"predicted_{m}"] = guess[m].reindex(out["id"]).to_numpy(dtype=float)
-    errors = {}
-    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        a, b = out[m].to_numpy(dtype=float), out[f"predicted_{m}"].to_numpy(dtype=float)
-        ok = np.isfinite(a) & np.isfinite(b) & (a > 0)
-        pct = np.abs(b[ok] - a[ok]) / a[ok] * 100.0
-        errors[m] = {"mape": float(pct.mean()) if len(pct) else math.nan,
-                     "p90": float(np.percentile(pct, 90)) if len(pct) else math.nan, "n": int(ok.sum())}
-    return Prediction(cost, sim, out, errors)
+    info = None
+    if band:
+        steps = step_samples(busy_periods(to_trace(calibration)))
+        measured, modelled = steps["measured"].to_numpy(dtype=float), predict_steps(cost, steps)
+        r = sim.requests
+        arrival = r["arrival_step"].to_numpy(dtype=float)
+        windows = {"ttft": np.nanmedian(r["first_token_step"].to_numpy(dtype=float) - arrival),
+                   "e2e": np.nanmedian(r["finish_step"].to_numpy(dtype=float) - arrival)}
+        windows = {k: max(1, int(round(v))) if np.isfinite(v) else 1 for k, v in windows.items()}
+        factors, runs = {}, {}
+        for k, w in windows.items():
+            factors[k] = band_factors(measured, modelled, w)
+            for f in factors[k]:
+                if f not in runs:
+                    runs[f] = guess if f == 1.0 else request_times(simulate(wl, cost=ScaledCost(cost, f))).set_index("id")
+        for m in METRICS:
+            lo_f, hi_f = factors["ttft" if m == "ttft_ms" else "e2e"]
+            vals = np.column_stack([out[f"predicted_{m}"].to_numpy(dtype=float)]
+                                   + [runs[f][m].reindex(out["id"]).to_numpy(dtype=float) for f in (lo_f, hi_f)])
+            out[f"predicted_{m}_low"] = np.min(vals, axis=1)
+            out[f"predicted_{m}_high"] = np.max(vals, axis=1)
+        info = {"quantiles": list(BAND), "window_steps": windows,
+                "step_factors": {k: list(v) for k, v in factors.items()},
+                "method": "calibration residuals over stretches of steps; the arrivals re-simulated with every step "
+                          "that much slower / faster"}
+    errors = {m: _pct(out[m].to_numpy(dtype=float), out[f"predicted_{m}"].to_numpy(dtype=float)) for m in METRICS}
+    return Prediction(cost, sim, out, errors, info)
 
 
-def step_predictions(trace: Trace, cost: CalibratedCost) -> pd.DataFrame:
+def step_predictions(trace: Trace, cost: CostModel) -> pd.DataFrame:
     """Per busy step of a recording: step, num_tokens, num_seqs, context_tokens, measured (its
     schedule() to the next one's, ms), predicted (the cost model's ms for that batch), in_fit."""
     steps = step_samples(busy_periods(trace))
-    pred = [cost.step_time_totals(int(n), int(c)) for n, c in zip(steps["num_tokens"], steps["context_tokens"])]
-    return steps.assign(predicted=np.asarray(pred, dtype=float), in_fit=True)
+    return steps.assign(predicted=predict_steps(cost, steps), in_fit=True)
