@@ -60,6 +60,7 @@ class SimReplica:
         self.swap_unit_per_byte = to_unit / SWAP_LINK_BYTES_PER_S
         self.idle_dt = self.cost.step_time(1, [1])
         self.step_floor = step_time_floor(self.cost)
+        self.shaped = getattr(self.cost, "uses_shape", False)
         self.tracks_counters = bool(self.sched.waiting.state()) or cfg.policy == "vtc"
         self.pending: deque = deque()   # requests dispatched here, not yet joined a step (arrival order)
         self.requests: list = []        # every request dispatched here, in dispatch order
@@ -141,7 +142,9 @@ class SimReplica:
             if self.stalled > 1000:
                 raise RuntimeError(f"replica {self.index}: no progress for 1000 steps at step {step}: its KV pool "
                                    f"is too small for the requests in flight")
-            dt = self.cost.step_time_totals(plan.num_tokens, plan.context_tokens)
+            # a cost form priced by the step's make-up (sim.cost.FormCost), as sim.simulate prices it
+            dt = self.cost.step_time_plan(plan) if self.shaped else \
+                self.cost.step_time_totals(plan.num_tokens, plan.context_tokens)
             swap_bytes = plan.swapped_in_bytes + plan.swapped_out_bytes
             dt += swap_bytes * self.swap_unit_per_byte
             self.waiting, self.running = len(sched.waiting), len(sched.running)

@@ -40,6 +40,20 @@ def test_one_replica_is_the_single_scheduler(cfg):
     assert (fleet.routes["replica"] == 0).all()
 
 
+def test_one_replica_prices_steps_by_their_make_up_as_the_single_scheduler_does():
+    """A cost form priced by a step's make-up (prefill and decode tokens, sequences): a fleet of
+    one prices each step as sim.simulate does, not from its token totals."""
+    from sim.cost import FormCost
+    cost = FormCost(form="prefill_decode_seq", coef={"prefill": 0.02, "decode": 0.4, "context": 0.0005,
+                                                      "seqs": 0.3}, per_step=2.0)
+    wl = _workload()
+    fleet = simulate_fleet(wl, FleetSettings(replicas=1), cost=cost)
+    alone = simulate(wl, cost=cost)
+    assert fleet.replicas[0].steps.equals(alone.steps) and fleet.replicas[0].requests.equals(alone.requests)
+    totals = simulate(wl, cost=FormCost(form="linear", coef={"tokens": 0.02, "context": 0.0005}, per_step=2.0))
+    assert not alone.steps["end"].equals(totals.steps["end"])   # the make-up changed the times
+
+
 def test_pressure_case_had_preemptions():
     # the second case above is only worth its name if the small pool preempts
     t = simulate(_workload(num_gpu_blocks=60, preemption_mode="swap"), cost=MS)
