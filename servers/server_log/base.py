@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from . import text as textmod
 from .wrappers import NAMES, classify, take_repeated
+from ..llama_server.prefixes import days_from_civil   # the one civil-date rule of the log readers
 
 MAX_EXAMPLES = 10
 EXAMPLE_CHARS = 300
@@ -25,14 +26,6 @@ WRAP_MIN = 60            # a line shorter than this was not wrapped by a termina
 _NEW_LINE = re.compile(r"\s*(?:\[(?:\d|gpu_id)|\([^()]{0,80}pid=|\d{4}-\d\d-\d\d|(?:INFO|DEBUG|WARNING|ERROR)\b"
                        r"|[A-Z][a-z]{2} [ \d]\d \d\d:)")
 MAX_JOINS = 6
-
-
-def days_from_civil(y: int, m: int, d: int) -> int:
-    y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
-    yoe = y - era * 400
-    doy = (153 * (m - 3 if m > 2 else m + 9) + 2) // 5 + d - 1
-    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
 
 
 class Clock:
