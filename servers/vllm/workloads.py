@@ -34,12 +34,14 @@ def poisson(seed: int = 2, n: int = 16, rate_per_s: float = 8.0, prefix: str = "
     return out
 
 
-def kv_pressure(seed: int = 3, n: int = 10, prefix: str = "kv") -> list[dict]:
-    """Long prompts and long outputs close together: more KV than a small pool holds, so
-    running requests are preempted and recomputed."""
+def kv_pressure(seed: int = 3, n: int = 10, prefix: str = "kv", gap_ms: float = 2.0) -> list[dict]:
+    """Long prompts and long outputs sent together: more KV than a small pool holds, so
+    running requests are preempted and recomputed. The gap is small next to any step: spread
+    out (40 ms once), a fast machine's 1-ms steps finished each request before the next came
+    and nothing was preempted."""
     rng = random.Random(seed)
     return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(150, 350)), "max_tokens": rng.randint(60, 160),
-             "at_ms": 40.0 * i} for i in range(n)]
+             "at_ms": gap_ms * i} for i in range(n)]
 
 
 def shared_prefixes(seed: int = 4, groups: int = 4, per_group: int = 5, prefix: str = "pfx") -> list[dict]:
