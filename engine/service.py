@@ -254,9 +254,8 @@ class EngineService:
         if out is None:
             return
         pool = e.sched.pool
-        i0, i1 = self._kv_seen, len(pool.log_step)
-        kv = [(b, r, OP_NAMES[op])
-              for b, r, op in zip(pool.log_block[i0:i1], pool.log_req[i0:i1], pool.log_op[i0:i1])]
+        i0, i1 = self._kv_seen, pool.log_len
+        kv = [(b, r, OP_NAMES[op]) for _, b, r, op in pool.log_rows(i0, i1)]
         self._kv_seen = i1
         rec = {"step": out.step, "start": out.start, "end": out.end, "phases": out.phases,
                "entries": out.entries, "sampled": out.sampled, "finished": out.finished,

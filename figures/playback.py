@@ -88,7 +88,11 @@ def _preemptions(trace: Trace) -> pd.DataFrame:
     pre = ev[ev["kind"].to_numpy() == "preempt"][["step", "request", "detail"]]
     if pre.empty:
         return pre.assign(slot=pd.Series([], dtype=float))
-    b = trace.batch[["step", "request", "slot"]].sort_values("step", kind="stable")
+    b = trace.batch[["step", "request", "slot"]]
+    # only the victims' rows, ids as text: the tables' categorical ids have each their own categories
+    b = b[b["request"].isin(pre["request"].unique())].astype({"request": object})
+    pre = pre.astype({"request": object})
+    b = b.sort_values("step", kind="stable")
     b = b.assign(slot=b["slot"].astype("Float64").astype(float))
     pre = pre.sort_values("step", kind="stable")
     m = pd.merge_asof(pre.assign(_s=pre["step"] - 1), b.rename(columns={"step": "_s"}), on="_s",

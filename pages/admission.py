@@ -173,7 +173,8 @@ pick = st.selectbox("Run", list(setups), key="adm_export_run")
 chosen, needed = setups[pick], results[pick][3]
 if needed > MAX_STEPS:
     st.info(f"The scheduler's run of {pick} takes {needed:,} steps to finish every request, more than the "
-            f"{MAX_STEPS:,} the dashboard runs; fewer ticks or a queue limit make it downloadable.",
+            f"{MAX_STEPS:,} a run on the dashboard may take (its memory budget, ui.runs); fewer ticks or a queue "
+            "limit make it downloadable.",
             icon=":material/info:")
 else:
     export_panel(lambda: run_trace(chosen.workload(), chosen.config(), "units"), "littles_law_" + pick.replace(" ", "_"),

@@ -34,6 +34,7 @@ from ui.fleet_runs import (MAX_PAGE_REQUESTS, MAX_PROMPT_TOKENS, MAX_TOKEN_ROWS,
 from ui.fleet_sources import FleetPicker, read_fleet_file, read_real
 from ui.labels import fmt, plain
 from ui.state import PageSettings, Setting
+from ui.window import FleetWindowPicker
 
 ss = st.session_state
 A, B = RouterSide("a", "cache_aware"), RouterSide("b", "round_robin")
@@ -64,6 +65,7 @@ def apply_scenario(sc) -> None:
 
 
 PICKER = FleetPicker("fleet", apply_config, apply_scenario)
+SPAN = FleetWindowPicker("fleet", time_key="keep_fleet_t")  # a long fleet's overview, and the span dragged on it
 SETTINGS = PageSettings("fleet", [
     *PICKER.settings(),
     Setting("keep_fleet_cost", "a100-8B-fp16", str, choices=tuple(COST_PRESETS)),
@@ -81,6 +83,7 @@ SETTINGS = PageSettings("fleet", [
     Setting("keep_fleet_timing", "recorded", str, choices=TIMINGS),
     Setting("keep_fleet_real_tail", None, float, bounds=(0.0, MAX_MS)),
     Setting("keep_fleet_change", "e2e", str, choices=tuple(CHANGE_LABELS)),
+    *SPAN.settings(),
 ])
 
 
@@ -141,7 +144,10 @@ def with_marker(spec: dict, t: float):
 @st.fragment
 def timeline(fleet, key: str, title: str) -> None:
     """The lanes, the signals and the fleet at the scrubbed time: one scrubber drives them all."""
+    span = SPAN.pick(fleet, key)
     lo, hi = fleet_span(fleet)
+    if span is not None and span[0] < hi and span[1] > lo:   # the scrubber stays inside the span dragged
+        lo, hi = max(lo, span[0]), min(hi, span[1])
     st.caption(f"Showing {plain(title)}. One row per replica (top to bottom in worker order), one line per slot, "
                "on one time axis: the colour says which request held the slot at that moment (neighbours differ; "
                "hover for its id), lighter is prompt work, darker recomputation, a red × a preemption. The dark "
@@ -151,9 +157,10 @@ def timeline(fleet, key: str, title: str) -> None:
         t, step = time_scrubber("keep_fleet_t", lo, hi, default=busiest(key, fleet),
                                 help="Scrub the fleet's clock: the marker moves on every replica's lanes and "
                                      "signals, and the tables below show that moment.")
-    c2.selectbox("Lanes show", list(WINDOWS), key="keep_fleet_window", format_func=WINDOW_LABELS.get)
+    c2.selectbox("Lanes show", list(WINDOWS), key="keep_fleet_window", format_func=WINDOW_LABELS.get,
+                 disabled=span is not None, help="The span dragged on the overview wins while there is one.")
     SETTINGS.sync_url()
-    window = window_of(fleet, t, WINDOWS[ss["keep_fleet_window"]])
+    window = (lo, hi) if span else window_of(fleet, t, WINDOWS[ss["keep_fleet_window"]])
     spec = lanes_spec(key, (round(window[0], 3), round(window[1], 3)), fleet)
     fig = with_marker(spec, float(t))
     meta = fig.layout.meta
@@ -425,6 +432,8 @@ def simulated_fleet() -> None:
         ss["fleet_run_id"] = run_id
         if not SETTINGS.given("keep_fleet_t"):
             ss["keep_fleet_t"] = None
+        if not SETTINGS.given(SPAN.key):
+            ss[SPAN.key] = None
     show(fleets, keys, titles, prefix_groups(workload.requests), routers,
          (workload.name or "fleet").rsplit("/", 1)[-1].removesuffix(".json"))
 
@@ -449,6 +458,8 @@ def real_fleet() -> None:
                 if man.get("router_config") else ""
         if not SETTINGS.given("keep_fleet_t"):
             ss["keep_fleet_t"] = None
+        if not SETTINGS.given(SPAN.key):
+            ss[SPAN.key] = None
     if man:
         st.markdown(f"**{plain(man.get('title', ''))}**\n\n{plain(man.get('blurb', ''))}")
     st.caption(f"{n} recordings of vLLM {plain(info['meta'].get('vllm'))}, {len(base.routes):,} requests, on one clock "

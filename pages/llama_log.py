@@ -29,6 +29,7 @@ from ui.labels import fmt, plain
 from ui.runs import MAX_STEPS, run_trace
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
+from ui.window import WindowPicker
 
 ss = st.session_state
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "llama-logs"
@@ -51,6 +52,7 @@ SAMPLES = {
 UPLOAD_KEY = "ll_upload"
 CLOCKS = {"time": "Wall time (when the log has timestamps)", "calls": "Model calls"}
 LOG_LABEL, LLAMA_LABEL, VLLM_LABEL = "Real log", "Simulated llama-server", "Simulated vLLM"
+WIN = WindowPicker("ll", label="model call")  # a long log opens on its overview; the views below show the window
 
 SETTINGS = PageSettings("ll", [
     Setting("keep_ll_sample", "s1_new", str, choices=tuple(SAMPLES)),
@@ -65,6 +67,7 @@ SETTINGS = PageSettings("ll", [
     Setting("keep_ll_v_seqs", 2, int, bounds=BOUNDS["max_num_seqs"]),
     Setting("keep_ll_v_blocks", 1024, int, bounds=BOUNDS["num_gpu_blocks"]),
     Setting("keep_ll_v_preempt", "recompute", str, choices=PREEMPTION_MODES),
+    *WIN.settings(),
 ])
 KNOBS = ("keep_ll_slots", "keep_ll_nbatch", "keep_ll_cb", "keep_ll_v_budget", "keep_ll_v_seqs",
          "keep_ll_v_blocks", "keep_ll_v_preempt")
@@ -91,10 +94,17 @@ def parse_log(key: str, name: str, _data: bytes) -> Trace:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def log_views(key: str, logy: bool, clock: str, _trace: Trace) -> dict:
-    """The log's big views, built once per (log, view settings): figures as dicts, the task table."""
-    return {"batches": batch_figure(_trace, log_y=logy).to_plotly_json(),
-            "lanes": slot_lanes_figure(_trace, clock).to_plotly_json(), "tasks": task_table(_trace)}
+def log_views(key: str, window: str, logy: bool, clock: str, _view: Trace) -> dict:
+    """The log's big views of the window shown (all of a short log), built once per (log, window,
+    view settings): figures as dicts."""
+    return {"batches": batch_figure(_view, log_y=logy).to_plotly_json(),
+            "lanes": slot_lanes_figure(_view, clock).to_plotly_json()}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def tasks_view(key: str, _trace: Trace):
+    """The task table, of the whole log (a task cut by a window would not add up to its timings)."""
+    return task_table(_trace)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -215,6 +225,8 @@ if ss.get("ll_log_id") != key:  # a new log: knobs as its server ran, inspector 
         _fill_knobs(trace, workload)
     if not SETTINGS.given("keep_ll_step"):
         ss["keep_ll_step"] = _interesting_call(trace)
+    if not SETTINGS.given(WIN.key):
+        ss[WIN.key] = None
 
 n_calls, n_tasks = len(trace.steps), len(trace.requests)
 unparsed = int(meta.get("unparsed_lines") or 0)
@@ -271,14 +283,20 @@ if n_calls == 0:
     primer.stop()
 
 b = trace.batch
-prompt_tok = int(b.loc[b["kind"].to_numpy() != "decode", "tokens"].sum())
-decode_tok = int(b.loc[b["kind"].to_numpy() == "decode", "tokens"].sum())
+prompt_tok = int(b.loc[(b["kind"] != "decode").to_numpy(dtype=bool), "tokens"].sum())
+decode_tok = int(b.loc[(b["kind"] == "decode").to_numpy(dtype=bool), "tokens"].sum())
 logy = bool(ss["keep_ll_logy"])
+
+view = WIN.pick(trace, key=key, around=ss.get("keep_ll_step"))
+SETTINGS.sync_url()  # the window is part of the link
+win = view.meta.get("window")
+win_key = f"{win['first']}-{win['last']}" if win else "all"
 
 st.subheader("Batch composition")
 st.markdown(f"**{n_calls:,} model calls** · {len(b):,} batch entries · {prompt_tok:,} prompt tokens · "
-            f"{decode_tok:,} decode tokens")
-views = log_views(key, logy, ss["keep_ll_clock"], trace)
+            f"{decode_tok:,} decode tokens" + (f" (the whole log; below: calls {win['first']:,} to {win['last']:,})"
+                                               if win else ""))
+views = log_views(key, win_key, logy, ss["keep_ll_clock"], view)
 
 
 def tokens_per_call() -> None:
@@ -293,7 +311,7 @@ def tokens_per_call() -> None:
 
 
 def time_per_call() -> None:
-    spec = call_time_view(key, trace)
+    spec = call_time_view(f"{key}:{win_key}", view)
     m = spec["layout"]["meta"]
     text = ("How long each call took, from its model-call line to the line that ends it (the log's timestamps). "
             "Decode tokens wait for the whole call, so a slow call is a stutter for every task decoding in it; "
@@ -311,7 +329,7 @@ def time_per_call() -> None:
     st.plotly_chart(from_spec(spec), key="ll_call_times", theme=None, config=CONFIG)
 
 
-if uses_wall_time(trace):   # only the open tab's chart is built and sent
+if uses_wall_time(view):   # only the open tab's chart is built and sent
     tab_tokens, tab_time = st.tabs(["Tokens per call", "Time per call"], key="ll_batch_tab", on_change="rerun")
     with tab_tokens:
         if tab_tokens.open:
@@ -335,7 +353,7 @@ st.caption("Per task: what the log's lines rebuild next to what the server print
            "server's own; – the server printed none (a cancelled task). Token gaps: the longest and the mean wait "
            "between two of a task's tokens, the stutter its client saw (a long one usually means other tasks' "
            "prompt chunks shared those calls).")
-st.dataframe(views["tasks"], hide_index=True, key="ll_tasks")
+st.dataframe(tasks_view(key, trace), hide_index=True, key="ll_tasks")
 
 
 @st.fragment
@@ -371,7 +389,7 @@ def call_inspector(tr: Trace) -> None:
 
 
 st.subheader("Call inspector")
-call_inspector(trace)
+call_inspector(view)
 
 # ---------------------------------------------------------------------------------------------
 # Re-simulate
@@ -487,7 +505,10 @@ elif ss["keep_ll_resim"]:
 
 st.subheader("Downloads")
 stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).removesuffix(".gz").removesuffix(".log").removesuffix(".txt") or "log"
-export_panel(trace, stem, key="ll")
+if win:
+    st.caption(f"The Trace file, tables and Perfetto trace hold the window shown, calls {win['first']:,} to "
+               f"{win['last']:,} (press Whole run above for all of it); the workload is the whole log's.")
+export_panel(view, f"{stem}.calls{win['first']}-{win['last']}" if win else stem, key="ll")
 d1, _, _ = st.columns(3)
 if workload is not None:
     d1.download_button("Workload JSON (for the other pages)", data=lambda: workload.dumps(),

@@ -24,6 +24,7 @@ from ui.runs import run_key, run_trace
 from ui.scrub import step_scrubber
 from ui.slo import SLOInputs
 from ui.state import PageSettings, Setting
+from ui.window import WindowPicker
 from ui.workloads import WorkloadPicker
 
 ss = st.session_state
@@ -54,6 +55,7 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
 
 PICKER = WorkloadPicker("pb", _apply_config)
 SLO_IN = SLOInputs("pb")
+WIN = WindowPicker("pb")  # a long run opens on its overview; the views below show the window
 SETTINGS = PageSettings("pb", [
     *PICKER.settings(),
     *SLO_IN.settings(),
@@ -65,6 +67,7 @@ SETTINGS = PageSettings("pb", [
     Setting("keep_pb_prefix", _D.enable_prefix_caching, bool),
     Setting("keep_pb_cost", "units", str, choices=tuple(COST_PRESETS)),
     Setting("keep_pb_step", None, int, bounds=(0, 10**9)),
+    *WIN.settings(),
 ])
 
 
@@ -144,7 +147,16 @@ except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported
     st.error(f"This configuration cannot run: {e}", icon=":material/error:")
     primer.stop()
 
-m = summary(trace)
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def run_numbers(run_id: str, _trace: Trace) -> tuple[dict, object]:
+    """The whole run's metrics and per-request table, once per run (a long run's window moves
+    without computing them again)."""
+    return summary(_trace), per_request(_trace)
+
+
+run_id = run_key(workload, config, cost_key)
+m, per_req = run_numbers(run_id, trace)
 unit = trace.time_unit
 st.caption(f"Scheduling: {vllm_mode.describe(trace)}.")
 cols = st.columns(7)
@@ -165,21 +177,6 @@ st.caption(f"Times are in {unit}" + (" (the lesson's abstract cost units)" if un
            + (f", {m['rejected']:,} rejected" if m["rejected"] else "")
            + (f"; {m['recomputed_tokens']:,} tokens recomputed after preemptions." if m["recomputed_tokens"] else "."))
 
-st.subheader("Slot lanes")
-st.caption(
-    "One row per slot (a running request's place in the batch), one column per step. The colour says which "
-    "request ran there; a lighter shade is prompt work (prefill), full colour is decoding one token, a dark "
-    "shade is recomputing what a preemption threw away, and a red × marks a preemption. "
-    + ("A dark ▼ above the lanes marks arrivals turned away because the queue was full (they never ran). "
-       if m["rejected"] else "")
-    + "Press ▶ Play to reveal the run step by step, or drag the slider under the chart.")
-st.plotly_chart(occupancy_figure(trace), key="occupancy", theme=None, config={"displaylogo": False})
-
-st.subheader("Tokens per step")
-st.caption("What each forward pass held, against the token budget (dashed); the purple line is the waiting queue.")
-st.plotly_chart(step_tokens_figure(trace), key="step_tokens", theme=None, config={"displaylogo": False})
-SLO_IN.report(trace)
-
 
 def _interesting_step(tr: Trace) -> int:
     """Where to put the scrubber on a new run: the first step with the fewest free blocks."""
@@ -190,11 +187,29 @@ def _interesting_step(tr: Trace) -> int:
     return int(s["step"].iloc[int(free.to_numpy(dtype=float).argmin())])
 
 
-run_id = run_key(workload, config, cost_key)
 if ss.get("pb_run_id") != run_id:  # a new run opens on its most interesting step, unless the link gave one
     ss["pb_run_id"] = run_id
     if not SETTINGS.given("keep_pb_step"):
         ss["keep_pb_step"] = _interesting_step(trace)
+    if not SETTINGS.given(WIN.key):   # and, if it is long, on the window around that step
+        ss[WIN.key] = None
+view = WIN.pick(trace, key=run_id, around=int(ss.get("keep_pb_step") or _interesting_step(trace)))
+SETTINGS.sync_url()  # the window is part of the link
+
+st.subheader("Slot lanes")
+st.caption(
+    "One row per slot (a running request's place in the batch), one column per step. The colour says which "
+    "request ran there; a lighter shade is prompt work (prefill), full colour is decoding one token, a dark "
+    "shade is recomputing what a preemption threw away, and a red × marks a preemption. "
+    + ("A dark ▼ above the lanes marks arrivals turned away because the queue was full (they never ran). "
+       if m["rejected"] else "")
+    + "Press ▶ Play to reveal the run step by step, or drag the slider under the chart.")
+st.plotly_chart(occupancy_figure(view), key="occupancy", theme=None, config={"displaylogo": False})
+
+st.subheader("Tokens per step")
+st.caption("What each forward pass held, against the token budget (dashed); the purple line is the waiting queue.")
+st.plotly_chart(step_tokens_figure(view), key="step_tokens", theme=None, config={"displaylogo": False})
+SLO_IN.report(trace)
 
 
 @st.fragment
@@ -232,17 +247,21 @@ def step_inspector(tr: Trace) -> None:
 
 
 st.subheader("Step inspector")
-step_inspector(trace)
+step_inspector(view)
 
 with st.expander("All metrics"):
     rows = [{"metric": k, "value": fmt(v) if not isinstance(v, str) else v} for k, v in m.items()]
     st.dataframe(rows, hide_index=True, key="pb_metrics_table")
 with st.expander("Per request"):
-    st.dataframe(per_request(trace), hide_index=True, key="pb_requests_table")
+    st.dataframe(per_req, hide_index=True, key="pb_requests_table")
 
 st.subheader("Downloads")
 stem = (workload.name or "workload").rsplit("/", 1)[-1].removesuffix(".json").removesuffix(".workload")
-export_panel(trace, stem, key="pb")
+w = view.meta.get("window")
+if w:
+    st.caption(f"The Trace file, tables and Perfetto trace hold the window shown, steps {w['first']:,} to "
+               f"{w['last']:,} (press Whole run above for all of it); the JSONL and the workload are the whole run's.")
+export_panel(view, f"{stem}.steps{w['first']}-{w['last']}" if w else stem, key="pb")
 d1, d2, _ = st.columns(3)
 d1.download_button("Per-step JSONL (vLLM oracle format)", data=lambda: oracle_jsonl(workload, config),
                    file_name=f"{stem}.jsonl", mime="application/x-ndjson", on_click="ignore", key="pb_dl_jsonl",

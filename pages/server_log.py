@@ -23,6 +23,7 @@ from ui import primer
 from ui.exports import export_panel
 from ui.labels import fmt, plain, short_name
 from ui.state import PageSettings, Setting
+from ui.window import WindowPicker
 
 ss = st.session_state
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "server-logs"
@@ -39,8 +40,9 @@ SAMPLES = {
                 "The V0 engine's `metrics.py` line every 5 s: Running, Swapped, Pending, GPU and CPU KV usage."),
 }
 UPLOAD_KEY = "sl_upload"
+WIN = WindowPicker("sl", label="logged step")  # a long log opens on its overview; the charts show the window
 SETTINGS = PageSettings("sl", [Setting("keep_sl_sample", "sglang_tp0", str, choices=tuple(SAMPLES)),
-                               Setting("keep_sl_logy", False, bool)])
+                               Setting("keep_sl_logy", False, bool), *WIN.settings()])
 
 
 @st.cache_data(max_entries=6, show_spinner="Reading the log…")
@@ -53,8 +55,9 @@ def parse(key: str, name: str, _data: bytes) -> ServerLog | str:
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
-def views(key: str, logy: bool, _log: ServerLog) -> dict:
-    tr = _log.trace
+def views(key: str, window: str, logy: bool, _view) -> dict:
+    """The charts of the window shown (all of a short log), once per (log, window, view)."""
+    tr = _view
     out = {"gauges": gauges_figure(tr).to_plotly_json()}
     if len(tr.steps):
         out["batches"] = batch_timeline(tr, log_y=logy).to_plotly_json()
@@ -110,6 +113,10 @@ if engine == "llama-server":
     c[2].metric("Lines not understood", fmt(s["unparsed_lines"]))
     primer.stop()
 
+if ss.get("sl_log_id") != key:   # a new log opens on its own default window, unless the link gave one
+    ss["sl_log_id"] = key
+    if not SETTINGS.given(WIN.key):
+        ss[WIN.key] = None
 recs = read["batches"] if engine == "sglang" else read["stats"]
 st.markdown(f"**{plain(name)}** · {len(data) / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
 cols = st.columns(5)
@@ -132,7 +139,10 @@ if engine == "sglang" and recs:
                "in the prefix cache (hatched); decode batches as the requests decoding in the logged step. SGLang "
                "logs one decode line per 40 steps unless started with `--decode-log-interval 1`. Grey: spans the "
                "log says nothing about.")
-v = views(key, bool(ss["keep_sl_logy"]), log)
+view = WIN.pick(log.trace, key=key, clock="time")
+SETTINGS.sync_url()  # the window is part of the link
+win = view.meta.get("window")
+v = views(key, f"{win['first']}-{win['last']}" if win else "all", bool(ss["keep_sl_logy"]), view)
 if "batches" in v:
     st.plotly_chart(from_spec(v["batches"]), key="sl_batches", theme=None, config=CONFIG)
 st.subheader("Running, waiting, KV usage and throughput over time")
@@ -160,7 +170,10 @@ if read["requests"]:
 
 st.subheader("Downloads")
 stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).removesuffix(".gz").removesuffix(".log").removesuffix(".txt") or "log"
-export_panel(log.trace, stem, key="sl")
+if win:
+    st.caption(f"The Trace file, tables and Perfetto trace hold the window shown, logged steps {win['first']:,} to "
+               f"{win['last']:,} (press Whole run above for all of it); the JSON is the whole log's.")
+export_panel(view, f"{stem}.steps{win['first']}-{win['last']}" if win else stem, key="sl")
 st.download_button("What the log says (JSON)", data=lambda: dumps_strict(read).encode(), file_name=f"{stem}.log.json",
                    mime="application/json", on_click="ignore", key="sl_dl_json", icon=":material/download:",
                    help="The reader's JSON, as `python -m sim log FILE --json` prints it.")

@@ -13,7 +13,11 @@ block map at any step without re-running the scheduler.
 """
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
+from itertools import repeat
+
+import numpy as np
 
 # ops in the change log
 ACQUIRE = 1  # request starts holding the block (new allocation or prefix-cache hit)
@@ -42,32 +46,79 @@ class BlockPool:
         self.on_cache_change = None
         self.step = 0
         self.logging = True   # off: no change log (a run that only wants metrics)
-        # change log, parallel lists for speed
-        self.log_step: list[int] = []
-        self.log_block: list[int] = []
-        self.log_req: list[str] = []
-        self.log_op: list[int] = []
+        # change log: parallel typed arrays (4 bytes a value; a long run logs tens of millions of
+        # changes), request ids as codes into log_names, numbered as first logged
+        self.kv_step, self.kv_block, self.kv_req, self.kv_op = array("i"), array("i"), array("i"), array("b")
+        self._log_code: dict[str, int] = {}
+        self.log_names: list[str] = []
 
     # -- queries ---------------------------------------------------------------
     @property
     def num_free(self) -> int:
         return len(self._free)
 
+    # -- the change log ----------------------------------------------------------
+    def _code(self, rid: str) -> int:
+        c = self._log_code.get(rid)
+        if c is None:
+            c = self._log_code[rid] = len(self.log_names)
+            self.log_names.append(rid)
+        return c
+
     def _log(self, block: int, rid: str, op: int) -> None:
         if not self.logging:
             return
-        self.log_step.append(self.step)
-        self.log_block.append(block)
-        self.log_req.append(rid)
-        self.log_op.append(op)
+        self.kv_step.append(self.step)
+        self.kv_block.append(block)
+        self.kv_req.append(self._code(rid))
+        self.kv_op.append(op)
 
     def _log_many(self, blocks: list[int], rid: str, op: int) -> None:
         if self.logging:
             n = len(blocks)
-            self.log_step.extend([self.step] * n)
-            self.log_block.extend(blocks)
-            self.log_req.extend([rid] * n)
-            self.log_op.extend([op] * n)
+            self.kv_step.extend(repeat(self.step, n))
+            self.kv_block.extend(blocks)
+            self.kv_req.extend(repeat(self._code(rid), n))
+            self.kv_op.extend(repeat(op, n))
+
+    @property
+    def log_len(self) -> int:
+        return len(self.kv_step)
+
+    def log_rows(self, start: int = 0, stop: int | None = None) -> list[tuple[int, int, str, int]]:
+        """Changes start..stop of the log as (step, block, request id, op) tuples."""
+        names = self.log_names
+        return [(s, b, names[r], o) for s, b, r, o in zip(self.kv_step[start:stop], self.kv_block[start:stop],
+                                                          self.kv_req[start:stop], self.kv_op[start:stop])]
+
+    @property
+    def log_step(self) -> list[int]:
+        return list(self.kv_step)
+
+    @property
+    def log_block(self) -> list[int]:
+        return list(self.kv_block)
+
+    @property
+    def log_req(self) -> list[str]:
+        names = self.log_names
+        return [names[r] for r in self.kv_req]
+
+    @property
+    def log_op(self) -> list[int]:
+        return list(self.kv_op)
+
+    def log_columns(self, take: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+        """The log as numpy columns (step, block, request code, op) and the codes' ids. take: hand
+        the arrays over without a copy and start an empty log (a finished run's last read)."""
+        cols = (self.kv_step, self.kv_block, self.kv_req, self.kv_op)
+        dtypes = (np.int32, np.int32, np.int32, np.int8)
+        names = list(self.log_names)
+        if take:
+            self.kv_step, self.kv_block, self.kv_req, self.kv_op = array("i"), array("i"), array("i"), array("b")
+            return (*(np.frombuffer(c, dtype=t) if len(c) else np.zeros(0, dtype=t) for c, t in zip(cols, dtypes)),
+                    names)
+        return (*(np.array(c, dtype=t) for c, t in zip(cols, dtypes)), names)
 
     def cached_prefix(self, hashes: list[int], num_tokens: int) -> list[int]:
         """Blocks of the longest cached prefix; the hit is capped at num_tokens - 1 tokens

@@ -251,10 +251,8 @@ class LiveRun:
 
     def _kv_table(self) -> pd.DataFrame:
         rows = [(s["step"], b, r, op) for s in self.steps for b, r, op in s["kv"]]
-        return pd.DataFrame({"step": np.asarray([x[0] for x in rows], dtype=np.int64),
-                             "block": np.asarray([x[1] for x in rows], dtype=np.int64),
-                             "request": pd.Series([x[2] for x in rows], dtype=object),
-                             "op": pd.Series([x[3] for x in rows], dtype=object)})
+        return table_from_columns("kv", {"step": [x[0] for x in rows], "block": [x[1] for x in rows],
+                                         "request": [x[2] for x in rows], "op": [x[3] for x in rows]})
 
 
 def throughput(trace: Trace, window_ms: float = 1000.0) -> pd.DataFrame:

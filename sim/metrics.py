@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .digest import Digest
-from .trace import Trace
+from .trace import Trace, codes_of
 
 
 def token_gaps(trace: Trace | Digest) -> pd.DataFrame:
@@ -27,28 +27,81 @@ def token_gaps(trace: Trace | Digest) -> pd.DataFrame:
         return trace.gaps
     b, s = trace.batch, trace.steps
     mask = b["sampled"].to_numpy(dtype=bool)
-    requests = b["request"].to_numpy()[mask]
-    if not len(requests):
+    codes, names = codes_of(b["request"])   # a compact column's own codes (names sorted), no text copy
+    if not mask.any():
         return pd.DataFrame({"mean": pd.Series(dtype=float), "max": pd.Series(dtype=float)},
                             index=pd.Index([], dtype=object, name="request"))
-    step = b["step"].to_numpy()[mask]
-    time = pd.Series(s["end"].to_numpy(), index=s["step"].to_numpy()).reindex(step).to_numpy()
-    codes, names = pd.factorize(requests, sort=True)
-    order = np.lexsort((step, codes))   # by request, then step (stable)
-    codes, time = codes[order], time[order]
-    same = codes[1:] == codes[:-1]
-    gap, who = np.diff(time)[same], codes[1:][same]
-    known = ~np.isnan(gap)   # a step the steps table lacks has no time
-    agg = pd.DataFrame({"who": who[known], "gap": gap[known]}).groupby("who")["gap"].agg(["mean", "max"])
+    step = b["step"].to_numpy()
+    ordered = _ordered(step)
+    # requests a block of codes at a time, each block's sampled rows about GAP_CHUNK_ROWS: the
+    # sort's and the groupby's temporaries are a block's (a million-request run samples 52M
+    # rows). A request's gaps all fall in its block, in step order: the sums of one pass over all rows.
+    parts = []
+    for c0, c1 in _code_blocks(codes, mask, GAP_CHUNK_ROWS):
+        sel = mask.copy()
+        if c0 is not None:
+            sel &= codes >= c0
+            sel &= codes < c1
+        parts.append(_gaps_of(s, codes[sel], step[sel], ordered))
+        del sel
+    agg = pd.concat(parts) if len(parts) > 1 else parts[0]
     agg.index = pd.Index(np.asarray(names, dtype=object)[agg.index.to_numpy()], name="request")
     return agg
+
+
+GAP_CHUNK_ROWS = 1 << 22
+
+
+def _code_blocks(codes: np.ndarray, mask: np.ndarray, rows: int) -> list[tuple]:
+    """[c0, c1) ranges of codes, each holding about `rows` of the rows `mask` picks (one range,
+    (None, None), when they are few)."""
+    if int(mask.sum()) <= rows:
+        return [(None, None)]
+    lo = min(int(codes.min()), 0)
+    counts = np.bincount(codes - lo if lo < 0 else codes, weights=mask)
+    cum = np.cumsum(counts)
+    cuts = np.searchsorted(cum, np.arange(rows, cum[-1], rows), side="left") + 1 + lo
+    edges = np.unique(np.concatenate([[lo], cuts, [lo + len(counts)]]))
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _gaps_of(s: pd.DataFrame, codes: np.ndarray, step: np.ndarray, ordered: bool) -> pd.DataFrame:
+    time = _time_of_steps(s, step)
+    # by request, then step (stable); rows already in step order need only the stable sort by request
+    order = np.argsort(codes, kind="stable") if ordered else np.lexsort((step, codes))
+    codes, time = codes[order], time[order]
+    del order
+    same = codes[1:] == codes[:-1]
+    gap = np.diff(time)[same]
+    del time
+    who = codes[1:][same]
+    known = ~np.isnan(gap)   # a step the steps table lacks has no time
+    return pd.DataFrame({"who": who[known], "gap": gap[known]}).groupby("who")["gap"].agg(["mean", "max"])
+
+
+def _ordered(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or np.all(a[1:] >= a[:-1]))
+
+
+def _time_of_steps(s: pd.DataFrame, step: np.ndarray) -> np.ndarray:
+    """The end time of each of `step` (NaN for a step the steps table lacks): a search when the
+    steps table is in order with no step twice (every source's), else a reindex."""
+    st, end = s["step"].to_numpy(), s["end"].to_numpy(dtype=float)
+    if not len(st) or not (len(st) < 2 or np.all(st[1:] > st[:-1])):
+        return pd.Series(end, index=st).reindex(step).to_numpy()
+    i = np.minimum(np.searchsorted(st, step), len(st) - 1)
+    out = end[i]
+    out[st[i] != step] = np.nan
+    return out
 
 
 def per_request(trace: Trace | Digest) -> pd.DataFrame:
     """Per request: wait (arrival -> first scheduled), TTFT, end-to-end latency, inter-token
     gaps (mean and worst), tokens, preemptions."""
     r = trace.requests
-    out = pd.DataFrame({"request": r["request"], "tenant": r["tenant"]})
+    # ids and tenants as text (object), whatever the trace holds them as
+    out = pd.DataFrame({"request": pd.Series(r["request"].to_numpy(dtype=object), index=r.index, dtype=object),
+                        "tenant": pd.Series(r["tenant"].to_numpy(dtype=object), index=r.index, dtype=object)})
     arr = r["arrival_time"].to_numpy(dtype=float)
     out["wait"] = r["first_scheduled_time"].to_numpy(dtype=float) - arr
     out["ttft"] = r["first_token_time"].to_numpy(dtype=float) - arr
@@ -59,8 +112,8 @@ def per_request(trace: Trace | Digest) -> pd.DataFrame:
     out["itl_mean"] = out["request"].map(agg["mean"]).astype(float)
     out["itl_worst"] = out["request"].map(agg["max"]).astype(float)
     out["output_tokens"] = r["output_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    out["preemptions"] = r["preemptions"].to_numpy()
-    out["recomputed_tokens"] = r["recomputed_tokens"].to_numpy()
+    out["preemptions"] = r["preemptions"].to_numpy(dtype=np.int64)   # as wide as before the compact columns
+    out["recomputed_tokens"] = r["recomputed_tokens"].to_numpy(dtype=np.int64)
     out["rejected"] = r["rejected"].to_numpy(dtype=bool)
     return out
 
@@ -97,7 +150,7 @@ def tenant_service(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> pd.Da
     """Cumulative weighted service per tenant after each step (steps x tenants): prompt tokens
     count w_in each, generated tokens w_out each (VTC's cost function); recompute is free
     (the server's loss, not the tenant's gain)."""
-    steps = trace.steps["step"].to_numpy()
+    steps = trace.steps["step"].to_numpy().astype(np.int64, copy=False)   # an index as wide as before
     if isinstance(trace, Digest):  # already summed per (step, tenant)
         sv = trace.service
         if sv.empty:
@@ -109,12 +162,7 @@ def tenant_service(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> pd.Da
         b = trace.batch
         if b.empty:
             return pd.DataFrame(index=pd.Index(steps, name="step"))
-        tenants = trace.requests.set_index("request")["tenant"]
-        kind = b["kind"].to_numpy()
-        w = np.where(kind == "prefill", w_in * b["tokens"].to_numpy(dtype=float), 0.0)
-        w = w + np.where(b["sampled"].to_numpy(dtype=bool), w_out, 0.0)
-        who = tenants.reindex(b["request"]).to_numpy()
-        at = b["step"].to_numpy()
+        return _batch_service(trace, steps, w_in, w_out)
     # a steps x tenants grid summed with bincount (a pivot table costs ~15 ms a call; pages call
     # this a dozen times); entries of steps or requests the other tables lack are left out
     row = np.searchsorted(steps, at)
@@ -128,10 +176,81 @@ def tenant_service(trace: Trace, w_in: float = 1.0, w_out: float = 2.0) -> pd.Da
                         columns=pd.Index(names, name="tenant"))
 
 
+SERVICE_CHUNK_ROWS = 1 << 22
+
+
+def _batch_service(trace: Trace, steps: np.ndarray, w_in: float, w_out: float) -> pd.DataFrame:
+    """tenant_service from the batch table, in chunks of whole steps (a chunk's temporaries, not
+    the batch's: a million-request run has 52M rows), the tenants as codes. A (step, tenant) sum
+    gets all its rows from one chunk, in row order: the sums of one pass over all rows."""
+    b = trace.batch
+    who_all, tenant_names = _tenant_codes(trace.requests, b["request"])
+    at_all = b["step"].to_numpy()
+    bounds = _step_chunks(at_all, SERVICE_CHUNK_ROWS)
+    kind, tokens, sampled = b["kind"], b["tokens"], b["sampled"]
+
+    def part(lo, hi):
+        at, who = at_all[lo:hi], who_all[lo:hi]
+        row = np.searchsorted(steps, at)
+        known = (row < len(steps)) & (who >= 0)
+        known[known] &= steps[row[known]] == at[known]
+        return row, who, known
+
+    present = np.zeros(len(tenant_names) + 1, dtype=bool)
+    for lo, hi in bounds:
+        _, who, known = part(lo, hi)
+        present[np.unique(who[known])] = True
+    used = np.flatnonzero(present[:len(tenant_names)])   # codes in sorted-name order: the names sorted
+    names = np.asarray(tenant_names[used], dtype=str)
+    col_of = np.full(len(tenant_names) + 1, -1, dtype=np.int64)
+    col_of[used] = np.arange(len(used))
+    grid = np.zeros(len(steps) * len(names))
+    for lo, hi in bounds:
+        row, who, known = part(lo, hi)
+        prefill = (kind.iloc[lo:hi] == "prefill").to_numpy(dtype=bool)
+        w = np.where(prefill, w_in * tokens.iloc[lo:hi].to_numpy(dtype=float), 0.0)
+        w = w + np.where(sampled.iloc[lo:hi].to_numpy(dtype=bool), w_out, 0.0)
+        grid += np.bincount(row[known] * len(names) + col_of[who[known]], weights=w[known],
+                            minlength=len(steps) * len(names))
+    return pd.DataFrame(grid.reshape(len(steps), len(names)).cumsum(axis=0), index=pd.Index(steps, name="step"),
+                        columns=pd.Index(names, name="tenant"))
+
+
+def _step_chunks(at: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """[lo, hi) row ranges of about `rows` rows that cut only between steps; one range when the
+    rows are not in step order."""
+    n = len(at)
+    if n <= rows or not _ordered(at):
+        return [(0, n)]
+    out, lo = [], 0
+    while lo < n:
+        hi = min(lo + rows, n)
+        if hi < n:
+            hi = int(np.searchsorted(at, at[hi], side="left"))   # back to the start of that step
+            if hi <= lo:
+                hi = int(np.searchsorted(at, at[lo], side="right"))
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _tenant_codes(requests: pd.DataFrame, batch_request: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each batch row's tenant as a code into the sorted tenant names (-1: its request is not in
+    the requests table, or its tenant unknown), from the columns' codes: no per-row text."""
+    rc, rnames = codes_of(batch_request)
+    tc, tnames = codes_of(requests["tenant"])
+    ids = pd.Index(requests["request"].to_numpy(dtype=object))
+    if not ids.is_unique:
+        raise ValueError("cannot reindex on an axis with duplicate labels")   # as a reindex by request says
+    pos = ids.get_indexer(rnames)
+    lut = np.where(pos >= 0, tc[np.maximum(pos, 0)] if len(tc) else -1, -1)
+    return np.where(rc >= 0, lut[rc] if len(lut) else -1, -1), tnames
+
+
 def backlogged(trace: Trace) -> pd.DataFrame:
     """Steps x tenants: True where the tenant has a request arrived and not yet finished."""
     r = trace.requests
-    steps = trace.steps["step"].to_numpy()
+    steps = trace.steps["step"].to_numpy().astype(np.int64, copy=False)   # an index as wide as before
     out = {}
     for t, g in r.groupby("tenant", sort=True):
         arr = g["arrival_step"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) + 1
@@ -175,7 +294,7 @@ def useful_slot_steps(trace: Trace | Digest) -> int:
     """Slot-steps that did work (padding rows of static batching hold a slot and do none)."""
     if isinstance(trace, Digest):
         return int(trace.useful_slot_steps)
-    return int((trace.batch["kind"].to_numpy() != "padding").sum())
+    return int((trace.batch["kind"] != "padding").to_numpy(dtype=bool).sum())
 
 
 def cached_prompt_tokens(trace: Trace) -> float:

@@ -8,6 +8,7 @@ Each step's duration comes from a cost model; the trace's time unit is the model
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable, TextIO
@@ -24,7 +25,7 @@ from .registry import SCHEDULERS
 from .async_sched import AsyncVllmScheduler, BatchQueue
 from .scheduler import SchedulerConfig, StepPlan
 from .static import PADDING
-from .trace import Trace, kv_table, table_from_columns
+from .trace import Trace, categorical, kv_table, table_from_columns
 from .versions import check_options
 from .workload import Workload
 
@@ -64,19 +65,100 @@ def _columns(names, rows: list) -> dict:
     return {k: list(map(itemgetter(j), rows)) for j, k in enumerate(names)}
 
 
-# a batch column's array type while recorded: ints as int64, ids and kinds as the str objects
-# the entries already hold (8 bytes a row for the pointer, no copy of the text)
-_BATCH_DTYPES = {"step": np.int64, "request": object, "slot": np.int64, "kind": object, "tokens": np.int64,
-                 "computed_before": np.int64, "sampled": np.bool_}
+# a batch column's array type while recorded: compact, as the Trace holds it (sim.trace.SCHEMA);
+# ids and kinds as integer codes into the recorder's names (a row is 22 bytes)
+_BATCH_DTYPES = {"step": np.int32, "request": np.int32, "slot": np.int32, "kind": np.int8, "tokens": np.int32,
+                 "computed_before": np.int32, "sampled": np.bool_}
+_BATCH_TYPECODES = {np.int32: "i", np.int8: "b", np.bool_: "b"}
 BATCH_CHUNK_ROWS = 1 << 16
+STEP_CHUNK_ROWS = 1 << 14
+_NULLABLE_STEP_COLUMNS = ("free_blocks", "free_blocks_after_schedule", "cached_free_blocks")
 
 
-def _column_arrays(rows: list) -> dict:
-    """Batch rows (tuples in BATCH_COLUMNS' order) as {name: numpy column}."""
+class RequestInfo:
+    """What a run notes about one request for the requests table: a dict's get / [] / in /
+    setdefault over slots (a dict per request was ~0.9 kB: most of a million-request run's
+    memory besides its tables). A field never set is absent."""
+
+    __slots__ = ("arrival_step", "arrival_time", "rejected", "first_scheduled_step", "first_scheduled_time",
+                 "cached_tokens", "first_token_step", "first_token_time", "recomputed_tokens", "slot", "preemptions",
+                 "swapped", "finish_step", "finish_time", "output_tokens", "finish_reason", "extra")
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __getitem__(self, key):
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            extra = getattr(self, "extra", None) if key != "extra" else None
+            if extra is not None and key in extra:
+                return extra[key]
+            raise KeyError(key) from None
+
+    def __setitem__(self, key, value) -> None:
+        if key in RequestInfo.__slots__ and key != "extra":
+            setattr(self, key, value)
+        else:   # a field the slots do not name (an executor's own)
+            try:
+                self.extra[key] = value
+            except AttributeError:
+                self.extra = {key: value}
+
+    def __contains__(self, key) -> bool:
+        try:
+            self[key]
+            return True
+        except KeyError:
+            return False
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+
+class Names:
+    """Text values (request ids, kinds, details) as integer codes, numbered as first seen."""
+
+    def __init__(self):
+        self.code: dict = {}
+        self.names: list = []
+
+    def __call__(self, value) -> int:
+        c = self.code.get(value)
+        if c is None:
+            c = self.code[value] = len(self.names)
+            self.names.append(value)
+        return c
+
+    def codes(self, values) -> np.ndarray:
+        """Codes of many values (a C-speed lookup; new ones numbered as they come)."""
+        try:
+            return np.fromiter(map(self.code.__getitem__, values), dtype=np.int32, count=len(values))
+        except KeyError:
+            return np.fromiter(map(self, values), dtype=np.int32, count=len(values))
+
+    def column(self, codes) -> pd.Categorical:
+        return categorical(codes, self.names)
+
+    def decode(self, codes) -> np.ndarray:
+        return np.asarray(self.names + [None], dtype=object)[codes]
+
+
+def _column_arrays(rows: list, ids: Names, kinds: Names) -> dict:
+    """Batch rows (tuples in BATCH_COLUMNS' order) as {name: numpy column}, ids and kinds coded."""
     out = {}
     for j, k in enumerate(BATCH_COLUMNS):
+        col = list(map(itemgetter(j), rows)) if k in ("request", "kind") else map(itemgetter(j), rows)
+        if k in ("request", "kind"):
+            out[k] = (ids if k == "request" else kinds).codes(col).astype(_BATCH_DTYPES[k], copy=False)
+            continue
         try:
-            out[k] = np.fromiter(map(itemgetter(j), rows), dtype=_BATCH_DTYPES[k], count=len(rows))
+            out[k] = np.fromiter(col, dtype=_BATCH_DTYPES[k], count=len(rows))
         except (TypeError, ValueError, OverflowError):   # an unknown (None) or odd value: as the objects
             out[k] = np.array(list(map(itemgetter(j), rows)), dtype=object)
     return out
@@ -109,34 +191,128 @@ class Recorder:
         # one tuple per step (STEP_COLUMNS) and per batch entry (BATCH_COLUMNS): a step appends two
         # or three tuples instead of 25 column values; steps and batch turn them into columns
         self.step_rows: list[tuple] = []
+        self.step_chunks: list[dict] = []
         # batch entries since the last flush; every BATCH_CHUNK_ROWS they become numpy columns
         # (~50 bytes a row, against ~190 for a tuple of fresh ints: a long run's peak memory)
         self.batch_rows: list[tuple] = []
+        # flushed rows: one typed buffer per column, grown in place (a run's batch is held once,
+        # not as chunks and then joined); chunks only once a row held a value of another type
+        self.batch_cols = self._fresh_cols()
         self.batch_chunks: list[dict] = []
         self.batch_flushed = 0
         self.extra_step_columns = tuple(extra_step_columns)
         self.extras = {k: [] for k in self.extra_step_columns}
-        self.events = {k: [] for k in ("step", "time", "request", "kind", "detail")}
-        self.counters = {k: [] for k in ("step", "tenant", "value")}
-        self.info: dict[str, dict] = {}  # request id -> what the requests table says about it
+        # request ids, batch kinds, event kinds and details, tenants as codes (sim.trace's
+        # categorical columns); events and counters in typed arrays, not lists of Python objects
+        self.ids, self.kinds, self.ev_kinds, self.ev_details, self.tenants = Names(), Names(), Names(), Names(), Names()
+        self.ev = {"step": array("i"), "time": array("d"), "request": array("i"), "kind": array("i"),
+                   "detail": array("i")}
+        self.ctr = {"step": array("i"), "tenant": array("i"), "value": array("d")}
+        self.info: dict[str, RequestInfo] = {}  # request id -> what the requests table says about it
         self.caching = caching
         self.oracle_out = oracle_out
 
     @property
     def steps(self) -> dict:
-        return _columns(self.STEP_COLUMNS, self.step_rows)
+        """The step columns as lists (unknown = None)."""
+        out = _columns(self.STEP_COLUMNS, self.step_rows)
+        if self.step_chunks:
+            for k in self.STEP_COLUMNS:
+                head = []
+                for c in self.step_chunks:
+                    vals = c[k].tolist()
+                    if k in _NULLABLE_STEP_COLUMNS and c[k].dtype == np.float64:
+                        vals = [None if v != v else int(v) for v in vals]   # NaN was unknown
+                    head += vals
+                out[k] = head + out[k]
+        return out
+
+    def step_arrays(self, take: bool = False) -> dict:
+        """The step columns as numpy arrays (nullable integers as float, NaN unknown): what the
+        steps table is built from, without a list per column. The recorder keeps them (an
+        engine's trace may be taken again as it runs) unless `take` (a run that is over: each
+        column's chunks are let go as they are joined)."""
+        self._flush_steps(force=True)
+        chunks = self.step_chunks
+        if take:
+            self.step_chunks = []
+            return {k: np.concatenate([c.pop(k) for c in chunks]) if chunks else np.zeros(0)
+                    for k in self.STEP_COLUMNS}
+        if len(chunks) > 1:   # joined once, so a later call does not join them again
+            self.step_chunks = chunks = [{k: np.concatenate([c[k] for c in chunks]) for k in self.STEP_COLUMNS}]
+        return {k: chunks[0][k] if chunks else np.zeros(0) for k in self.STEP_COLUMNS}
+
+    def _flush_steps(self, force: bool = False) -> None:
+        """Every STEP_CHUNK_ROWS steps, their tuples become numpy columns (~70 bytes a step against
+        ~400 for a tuple and its numbers: half a million steps at a million requests)."""
+        rows = self.step_rows
+        if len(rows) >= STEP_CHUNK_ROWS or (force and rows):
+            chunk = {}
+            for j, k in enumerate(self.STEP_COLUMNS):
+                col = list(map(itemgetter(j), rows))
+                dtype = np.float64 if k in _NULLABLE_STEP_COLUMNS or k in ("start", "end", "swap_bytes") else \
+                    np.bool_ if k == "idle" else np.int64
+                try:
+                    chunk[k] = np.array(col, dtype=dtype)   # None becomes NaN in a float column
+                except (TypeError, ValueError, OverflowError):
+                    chunk[k] = np.array(col, dtype=object)
+            self.step_chunks.append(chunk)
+            self.step_rows = []
+
+    @staticmethod
+    def _fresh_cols() -> dict:
+        return {k: array(_BATCH_TYPECODES[_BATCH_DTYPES[k]]) for k in BATCH_COLUMNS}
+
+    def _typed(self, take: bool) -> dict:
+        """The typed buffers as numpy columns: a copy, or (take) the buffers themselves."""
+        cols = self.batch_cols
+        if take:
+            self.batch_cols = self._fresh_cols()
+        return {k: (np.frombuffer(v, dtype=_BATCH_DTYPES[k]) if take and len(v) else
+                    np.array(np.frombuffer(v, dtype=_BATCH_DTYPES[k]) if len(v) else [], dtype=_BATCH_DTYPES[k]))
+                for k, v in cols.items()}
 
     @property
     def batch(self) -> dict:
-        """The batch columns as numpy arrays (the flushed chunks and the rows since)."""
-        return self._joined(self.batch_chunks + [_column_arrays(self.batch_rows)], keep=True)
+        """The batch columns as numpy arrays (the flushed rows and the rows since), ids and
+        kinds as text (object arrays)."""
+        out = self._joined(self.batch_chunks + [self._typed(False), self._arrays(self.batch_rows)], keep=True)
+        out["request"] = self.ids.decode(out["request"])
+        out["kind"] = self.kinds.decode(out["kind"])
+        return out
 
     def take_batch(self) -> dict:
-        """`batch`, emptying the recorder as it goes: each column's chunks are let go once joined,
-        so a long run's batch is never held three times over while its table is built."""
-        chunks = self.batch_chunks + [_column_arrays(self.batch_rows)]
-        self.batch_chunks, self.batch_rows, self.batch_flushed = [], [], 0
-        return self._joined(chunks, keep=False)
+        """The batch columns as the Trace holds them (ids and kinds categorical), emptying the
+        recorder: the typed buffers are handed over without a copy."""
+        self._flush_batch(force=True)
+        if self.batch_chunks:   # a row held another type: chunks, joined a column at a time
+            chunks = self.batch_chunks + [self._arrays(self.batch_rows)]
+            self.batch_chunks, self.batch_rows = [], []
+            out = self._joined(chunks, keep=False)
+        else:
+            out = self._typed(True)
+        self.batch_flushed = 0
+        out["request"] = self.ids.column(out["request"])
+        out["kind"] = self.kinds.column(out["kind"])
+        return out
+
+    def _arrays(self, rows: list) -> dict:
+        return _column_arrays(rows, self.ids, self.kinds)
+
+    @property
+    def events(self) -> dict:
+        """The events' columns (ids, kinds and details categorical)."""
+        e = self.ev
+        return {"step": np.array(e["step"], dtype=np.int32), "time": np.array(e["time"], dtype=np.float64),
+                "request": self.ids.column(np.array(e["request"], dtype=np.int32)),
+                "kind": self.ev_kinds.column(np.array(e["kind"], dtype=np.int32)),
+                "detail": self.ev_details.column(np.array(e["detail"], dtype=np.int32))}
+
+    @property
+    def counters(self) -> dict:
+        c = self.ctr
+        return {"step": np.array(c["step"], dtype=np.int32), "tenant": self.tenants.column(np.array(c["tenant"], dtype=np.int32)),
+                "value": np.array(c["value"], dtype=np.float64)}
 
     @staticmethod
     def _joined(chunks: list[dict], keep: bool) -> dict:
@@ -151,24 +327,34 @@ class Recorder:
     def num_batch_rows(self) -> int:
         return self.batch_flushed + len(self.batch_rows)
 
-    def _flush_batch(self) -> None:
-        if len(self.batch_rows) >= BATCH_CHUNK_ROWS:
-            self.batch_chunks.append(_column_arrays(self.batch_rows))
+    def _flush_batch(self, force: bool = False) -> None:
+        if len(self.batch_rows) >= BATCH_CHUNK_ROWS or (force and self.batch_rows):
+            chunk = self._arrays(self.batch_rows)
+            if not self.batch_chunks and all(chunk[k].dtype == _BATCH_DTYPES[k] for k in BATCH_COLUMNS):
+                for k, v in chunk.items():
+                    self.batch_cols[k].frombytes(v.tobytes())
+            else:
+                if not self.batch_chunks:   # from now on as chunks, after what the buffers hold
+                    self.batch_chunks.append(self._typed(True))
+                self.batch_chunks.append(chunk)
             self.batch_flushed += len(self.batch_rows)
             self.batch_rows = []
 
     def event(self, step, time, rid, kind, detail=""):
-        e = self.events
+        e = self.ev
         e["step"].append(step)
         e["time"].append(time)
-        e["request"].append(rid)
-        e["kind"].append(kind)
-        e["detail"].append(detail)
+        e["request"].append(self.ids(rid))
+        e["kind"].append(self.ev_kinds(kind))
+        e["detail"].append(self.ev_details(detail))
 
     def arrive(self, sched, r, step: int, clock: float, timed: bool):
         """Hand request `r` to the scheduler at `step` (clock = the step's start time)."""
         seq = sched.add_request(r)
-        d = self.info.setdefault(r.id, {})
+        self.ids(r.id)   # ids numbered in arrival order (the batch rows' codes)
+        d = self.info.get(r.id)
+        if d is None:
+            d = self.info[r.id] = RequestInfo()
         d["arrival_step"] = step - 1 if not timed else step
         d["arrival_time"] = r.arrival_time if timed else clock
         self.event(step, clock, r.id, "arrive", f"{r.prompt_len} prompt tokens")
@@ -207,6 +393,7 @@ class Recorder:
     def idle(self, step, clock, dt, pool, arrived, extras=None, tail=None):
         _record_idle(self, step, clock, dt, pool, arrived, self.caching, self.oracle_out, tail)
         self._extras(extras)
+        self._flush_steps()
 
     def record(self, sched, plan: StepPlan, finished, step, start, end, arrived, swap_bytes, extras=None,
                finish_time=None, tail=None):
@@ -216,15 +403,19 @@ class Recorder:
                      self.oracle_out, swap_bytes, end if finish_time is None else finish_time, tail)
         self._extras(extras)
         self._flush_batch()
+        self._flush_steps()
 
     def record_counters(self, sched, step):
+        c = self.ctr
         for t, v in sched.waiting.state().items():
-            self.counters["step"].append(step)
-            self.counters["tenant"].append(t)
-            self.counters["value"].append(v)
+            c["step"].append(step)
+            c["tenant"].append(self.tenants(t))
+            c["value"].append(v)
 
-    def build(self, requests, cfg, mode, pool, meta: dict) -> Trace:
-        return _build_trace(requests, cfg, mode, self, pool, meta)
+    def build(self, requests, cfg, mode, pool, meta: dict, take_log: bool = False) -> Trace:
+        """The Trace of the run so far. take_log: the pool's KV log is handed over (no copy) and
+        emptied, for a run that is over."""
+        return _build_trace(requests, cfg, mode, self, pool, meta, take_log)
 
     def columns(self, requests) -> RunColumns:
         return RunColumns(steps=self.steps, batch=self.batch, requests=_request_rows(requests, self.info))
@@ -291,9 +482,9 @@ class DigestRecorder(Recorder):
             sa.append(n)
         return prefill, decode, recompute
 
-    def build(self, requests, cfg, mode, pool, meta: dict) -> Digest:
+    def build(self, requests, cfg, mode, pool, meta: dict, take_log: bool = False) -> Digest:
         req = table_from_columns("requests", _request_rows(requests, self.info))
-        steps = table_from_columns("steps", dict(self.steps))
+        steps = table_from_columns("steps", self.step_arrays())
         with_gaps = [(rid, g) for rid, g in self.tok.items() if g[2]]
         gaps = gaps_frame([rid for rid, _ in with_gaps], [g[1] for _, g in with_gaps], [g[2] for _, g in with_gaps],
                           [g[3] for _, g in with_gaps])
@@ -452,7 +643,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     meta = {"source": "simulator", "time_unit": cost.time_unit,
             "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
             "workload": workload.name}
-    return rec.build(workload.requests, cfg, mode, pool, meta)
+    return rec.build(workload.requests, cfg, mode, pool, meta, take_log=not digest)
 
 
 def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt, stalled, swap_unit_per_byte):
@@ -552,7 +743,8 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
 
 def _request_rows(reqs, info: dict) -> dict:
     """The requests table's columns: each request's workload fields and what the run noted."""
-    ds = [info.get(r.id, {}) for r in reqs]
+    none = RequestInfo()
+    ds = [info.get(r.id, none) for r in reqs]
     rows = {"request": [r.id for r in reqs], "tenant": [r.tenant for r in reqs],
             "priority": [r.priority for r in reqs], "prompt_len": [r.prompt_len for r in reqs],
             "max_tokens": [r.max_tokens for r in reqs],
@@ -566,16 +758,17 @@ def _request_rows(reqs, info: dict) -> dict:
     return rows
 
 
-def _build_trace(reqs, cfg, mode, rec: Recorder, pool, meta: dict) -> Trace:
+def _build_trace(reqs, cfg, mode, rec: Recorder, pool, meta: dict, take_log: bool = False) -> Trace:
     requests = table_from_columns("requests", _request_rows(reqs, rec.info))
-    step_cols = dict(rec.steps)
+    step_cols = rec.step_arrays(take=take_log)
     for k, v in rec.extras.items():
         step_cols[k] = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
     steps = table_from_columns("steps", step_cols)
     batch = table_from_columns("batch", rec.take_batch())
     events = table_from_columns("events", rec.events)
     counters = table_from_columns("counters", rec.counters)
-    kv = kv_table(pool.log_step, pool.log_block, pool.log_req, pool.log_op)
+    k_step, k_block, k_req, k_op, k_names = pool.log_columns(take=take_log)
+    kv = kv_table(k_step, k_block, categorical(k_req, k_names), k_op)
     return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=kv, counters=counters,
                  meta=_trace_meta(cfg, mode, meta, len(reqs)))
 

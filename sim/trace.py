@@ -31,46 +31,55 @@ import numpy as np
 import pandas as pd
 
 from .jsonout import dumps_strict, finite
+from .kvindex import KvIndex, block_map_scan as _block_map_scan, codes_of, key_like as _key_like  # noqa: F401  (codes_of: for the readers)
 from .kvpool import ACQUIRE, EVICTED, HASHED, OP_NAMES, RELEASE
 
 FORMAT = "scheduler-lab-trace"
-VERSION = 1
+VERSION = 1   # the file's layout; the compact dtypes below are how a loaded table is held, not what the file says
 TABLES = ("requests", "steps", "batch", "events", "kv", "counters")
 
-# column -> dtype for each table; sources fill what they know
+# column -> dtype for each table; sources fill what they know. Compact, so that a long run's
+# memory grows with what its steps hold, not with Python objects:
+# - "cat": text as a pandas Categorical, its categories the values seen, sorted (so a groupby or
+#   a sort over the column orders as over the text); unknown is "";
+# - "int32" / "Int32" (nullable): int32 when every value fits, else int64 (values never change);
+# - the rest as named. A file names the plain dtypes (object, int64, Int64): the same bytes as
+#   before the compact columns, which older programs read.
 SCHEMA: dict[str, dict[str, str]] = {
     "requests": {
-        "request": "str", "tenant": "str", "priority": "int64", "prompt_len": "Int64", "max_tokens": "Int64",
-        "arrival_step": "Int64", "arrival_time": "float64",
-        "first_scheduled_step": "Int64", "first_scheduled_time": "float64",
-        "first_token_step": "Int64", "first_token_time": "float64",
-        "finish_step": "Int64", "finish_time": "float64",
-        "output_tokens": "Int64", "cached_tokens": "Int64", "preemptions": "int64",
-        "recomputed_tokens": "int64", "rejected": "bool", "finish_reason": "str", "slot": "Int64",
+        "request": "cat", "tenant": "cat", "priority": "int64", "prompt_len": "Int32", "max_tokens": "Int32",
+        "arrival_step": "Int32", "arrival_time": "float64",
+        "first_scheduled_step": "Int32", "first_scheduled_time": "float64",
+        "first_token_step": "Int32", "first_token_time": "float64",
+        "finish_step": "Int32", "finish_time": "float64",
+        "output_tokens": "Int32", "cached_tokens": "Int32", "preemptions": "int32",
+        "recomputed_tokens": "int32", "rejected": "bool", "finish_reason": "cat", "slot": "Int32",
     },
     "steps": {
-        "step": "int64", "start": "float64", "end": "float64", "num_tokens": "int64",
-        "prefill_tokens": "int64", "decode_tokens": "int64", "recompute_tokens": "int64",
-        "num_seqs": "int64", "running": "int64", "waiting": "int64", "free_blocks": "Int64",
-        "free_blocks_after_schedule": "Int64", "cached_free_blocks": "Int64", "preempted": "int64",
-        "finished": "int64", "arrived": "int64", "idle": "bool", "swap_bytes": "float64",
+        "step": "int32", "start": "float64", "end": "float64", "num_tokens": "int32",
+        "prefill_tokens": "int32", "decode_tokens": "int32", "recompute_tokens": "int32",
+        "num_seqs": "int32", "running": "int32", "waiting": "int32", "free_blocks": "Int32",
+        "free_blocks_after_schedule": "Int32", "cached_free_blocks": "Int32", "preempted": "int32",
+        "finished": "int32", "arrived": "int32", "idle": "bool", "swap_bytes": "float64",
     },
     "batch": {
-        "step": "int64", "request": "str", "slot": "Int64", "kind": "str", "tokens": "int64",
-        "computed_before": "Int64", "sampled": "bool",
+        "step": "int32", "request": "cat", "slot": "Int32", "kind": "cat", "tokens": "int32",
+        "computed_before": "Int32", "sampled": "bool",
     },
-    "events": {"step": "int64", "time": "float64", "request": "str", "kind": "str", "detail": "str"},
-    "kv": {"step": "int64", "block": "int64", "request": "str", "op": "str"},
-    "counters": {"step": "int64", "tenant": "str", "value": "float64"},
+    "events": {"step": "int32", "time": "float64", "request": "cat", "kind": "cat", "detail": "cat"},
+    "kv": {"step": "int32", "block": "int32", "request": "cat", "op": "cat"},
+    "counters": {"step": "int32", "tenant": "cat", "value": "float64"},
 }
+_INT32 = np.iinfo(np.int32)
+_FILE_DTYPE = {"cat": "object", "int32": "int64", "Int32": "Int64"}   # what a file says of a compact column
 
 
 def empty_table(name: str) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=_pd_dtype(t)) for c, t in SCHEMA[name].items()})
+    return table_from_columns(name, {c: [] for c in SCHEMA[name]})
 
 
 def _pd_dtype(t: str):
-    return object if t == "str" else t
+    return object if t in ("str", "cat", "object") else t
 
 
 def as_array(values, dtype) -> np.ndarray:
@@ -85,19 +94,95 @@ def as_array(values, dtype) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
 
 
+def narrow_int(a: np.ndarray) -> np.ndarray:
+    """An integer column as int32 when every value fits, else int64 (the values as they are)."""
+    if a.dtype == np.int32:
+        return a
+    if len(a) and (a.min() < _INT32.min or a.max() > _INT32.max):
+        return a.astype(np.int64, copy=False)
+    return a.astype(np.int32)
+
+
+def _int_column(v, n: int) -> np.ndarray:
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+        return narrow_int(v)
+    return narrow_int(as_array(v, np.int64) if n else np.zeros(0, dtype=np.int64))
+
+
+def _nullable_int(v, n: int) -> pd.arrays.IntegerArray:
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+        return pd.arrays.IntegerArray(narrow_int(v), np.zeros(len(v), dtype=bool))
+    if isinstance(v, pd.Series):
+        v = v.array
+    if isinstance(v, pd.arrays.IntegerArray):
+        data = v.to_numpy(dtype=np.int64, na_value=0)
+        return pd.arrays.IntegerArray(narrow_int(data), np.asarray(v.isna(), dtype=bool))
+    a = as_array(v, np.float64) if n else np.zeros(0)
+    missing = np.isnan(a)
+    return pd.arrays.IntegerArray(narrow_int(np.where(missing, 0, a).astype(np.int64)), missing)
+
+
+def categorical(codes, names) -> pd.Categorical:
+    """A text column from integer codes into `names` (any order, duplicates and unused names
+    allowed; code -1 is unknown, shown as ""): its categories the names used, sorted."""
+    codes = np.asarray(codes)
+    names = np.asarray(names, dtype=object)
+    if codes.dtype.kind not in "iu":
+        codes = codes.astype(np.int64)
+    if len(codes) and codes.min() < 0:   # unknown is ""; a code past the names for it
+        names = np.append(names, "")
+        codes = np.where(codes < 0, len(names) - 1, codes)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(names)) > 0) if len(codes) else np.zeros(0, dtype=np.int64)
+    try:
+        cats, inv = np.unique(names[used], return_inverse=True)   # sorted as Python sorts the text
+    except TypeError:   # values that do not sort together (text and numbers): first seen order
+        inv, cats = pd.factorize(names[used])
+    # the codes' lookup in the narrowest type that holds them (a long column's new codes are its
+    # biggest temporary: 52M rows at a million requests)
+    lut = np.full(len(names), -1, dtype=np.int8 if len(cats) < 127 else np.int32)
+    lut[used] = inv
+    dtype = pd.CategoricalDtype(pd.Index(np.asarray(cats, dtype=object), dtype=object))
+    if not len(codes):
+        return pd.Categorical.from_codes(np.zeros(0, dtype=np.int8), dtype=dtype)
+    if len(used) == len(names) and np.array_equal(lut, np.arange(len(names))) and codes.dtype == lut.dtype:
+        return pd.Categorical.from_codes(codes, dtype=dtype)   # names all used, already sorted: the codes as they are
+    return pd.Categorical.from_codes(lut[codes], dtype=dtype)
+
+
+def _cat_column(v, n: int) -> pd.Categorical:
+    if isinstance(v, pd.Series):
+        v = v.array
+    if isinstance(v, pd.Categorical):
+        return categorical(v.codes, v.categories.to_numpy(dtype=object))
+    arr = np.empty(n, dtype=object)
+    arr[:] = v
+    unknown = pd.isna(arr)
+    if unknown.any():
+        arr[unknown] = ""
+    codes, names = pd.factorize(arr)   # hashed, first seen order; categorical() sorts the few names
+    return categorical(codes, names)
+
+
 def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
-    """Build a table with the schema's dtypes; missing columns are all-unknown. Columns the
-    schema does not name follow the schema's, in their order, as given (arrays) or inferred (lists)."""
+    """Build a table with the schema's dtypes; missing columns are all-unknown. A column may come
+    as a list, a numpy array, a pandas array or Series (text also as a pd.Categorical). Columns
+    the schema does not name follow the schema's, in their order, as given (arrays) or inferred (lists)."""
     n = len(next(iter(cols.values()))) if cols else 0
     out = {}
     for c, t in SCHEMA[name].items():
         v = cols.get(c)
         if v is None:
-            if t == "Int64":  # all unknown, without converting n Nones
-                out[c] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+            if t in ("Int64", "Int32"):  # all unknown, without converting n Nones
+                out[c] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int32 if t == "Int32" else np.int64),
+                                                np.ones(n, dtype=bool))
+                continue
+            if t == "cat":
+                out[c] = categorical(np.zeros(n, dtype=np.int8), [""])
                 continue
             v = [None] * n
-        if t == "str":
+        if t == "cat":
+            out[c] = _cat_column(v, n)
+        elif t == "str":
             # unknown (None or NaN) is "", kept as object dtype (pandas 3 would infer its str dtype)
             arr = np.empty(n, dtype=object)
             arr[:] = v
@@ -105,6 +190,10 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
             if unknown.any():
                 arr[unknown] = ""
             out[c] = pd.Series(arr, dtype=object, copy=False)
+        elif t == "Int32":
+            out[c] = _nullable_int(v, n)
+        elif t == "int32":
+            out[c] = _int_column(v, n)
         elif t == "Int64":
             a = as_array(v, np.float64) if n else np.zeros(0)
             missing = np.isnan(a)
@@ -119,6 +208,22 @@ def table_from_columns(name: str, cols: dict) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
+def plain_table(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with the dtypes tables had before the compact columns: text as object, int32 as
+    int64, Int32 as Int64 (the same values). For a check against the old layout."""
+    out = {}
+    for c in df.columns:
+        v = df[c]
+        if isinstance(v.dtype, pd.CategoricalDtype):
+            v = pd.Series(v.to_numpy(dtype=object), index=df.index, dtype=object)
+        elif str(v.dtype) == "int32":
+            v = v.astype(np.int64)
+        elif str(v.dtype) == "Int32":
+            v = v.astype("Int64")
+        out[c] = v
+    return pd.DataFrame(out, index=df.index)
+
+
 @dataclass
 class Trace:
     requests: pd.DataFrame
@@ -128,6 +233,8 @@ class Trace:
     kv: pd.DataFrame
     counters: pd.DataFrame = field(default_factory=lambda: empty_table("counters"))
     meta: dict = field(default_factory=dict)
+    # what block_map and batch_at keep between calls, per table object; not a field of the trace
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- basic facts ----------------------------------------------------------------
     @property
@@ -154,32 +261,35 @@ class Trace:
     # -- the block map ------------------------------------------------------------------
     def block_map(self, step: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         """KV state at the end of `step`: (holders count per block, cached flag per block,
-        holder request ids per block). Block 0 is the null block. Rebuilt from the kv log."""
+        holder request ids per block). Block 0 is the null block. Rebuilt from the kv log: from
+        the nearest checkpoint before `step` when the log is in step order (sim.kvindex), else
+        by a pass over the whole log."""
         n = self.num_blocks
-        holders: list[list[str]] = [[] for _ in range(n)]
-        cached = np.zeros(n, dtype=bool)
         kv = self.kv
         if n == 0 or kv.empty:
-            return np.zeros(n, dtype=np.int64), cached, holders
-        upto = kv[kv["step"].to_numpy() <= step]
-        op = upto["op"].to_numpy()
-        own = upto[(op == "acquire") | (op == "release")]
-        sign = np.where(own["op"].to_numpy() == "acquire", 1, -1)
-        net = pd.DataFrame({"block": own["block"].to_numpy(), "request": own["request"].to_numpy(), "s": sign})
-        net = net.groupby(["block", "request"], sort=True)["s"].sum()
-        for (b, r), s in net.items():
-            if s > 0:
-                holders[int(b)].append(str(r))
-        flags = upto[(op == "cached") | (op == "evicted")]
-        if len(flags):
-            last = flags.groupby("block", sort=False)["op"].last()
-            cached[last.index.to_numpy(dtype=np.int64)] = last.to_numpy() == "cached"
-        count = np.fromiter((len(h) for h in holders), dtype=np.int64, count=n)
-        return count, cached, holders
+            return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), [[] for _ in range(n)]
+        index = self._cached("kv", kv, lambda: KvIndex.of(kv))
+        if index is not None:
+            return index.block_map(step, n)
+        return _block_map_scan(kv, step, n)
 
     def batch_at(self, step: int) -> pd.DataFrame:
         b = self.batch
-        return b[b["step"].to_numpy() == step]
+        st = b["step"].to_numpy()
+        whole = isinstance(step, (int, np.integer)) or (isinstance(step, float) and step.is_integer())
+        if whole and self._cached("batch", b, lambda: bool(len(st)) and bool(np.all(st[1:] >= st[:-1]))):
+            key = _key_like(st, step)
+            lo, hi = np.searchsorted(st, key, side="left"), np.searchsorted(st, key, side="right")
+            return b.iloc[int(lo):int(hi)]   # rows in step order: a slice, not a pass over every row
+        return b[st == step]
+
+    def _cached(self, what: str, table: pd.DataFrame, make):
+        """`make()` once per table object (a page that swaps a table in gets a fresh one)."""
+        key = (id(table), len(table))
+        hit = self._memo.get(what)
+        if hit is None or hit[0] != key:
+            hit = self._memo[what] = (key, make())
+        return hit[1]
 
     # -- save / load ----------------------------------------------------------------------
     def to_doc(self) -> dict:
@@ -278,8 +388,11 @@ def _clean(v):
 
 
 def _dtype_name(t) -> str:
+    """A column's dtype as a file names it: the plain dtypes (text is object, int32 is int64)."""
     name = str(t)
-    return "object" if name in ("str", "string", "object") else name
+    if name in ("str", "string", "object", "category"):
+        return "object"
+    return {"int32": "int64", "Int32": "Int64"}.get(name, name)
 
 
 def _table_doc(df: pd.DataFrame) -> dict:
@@ -298,11 +411,9 @@ def _table_from_doc(name: str, doc: dict | None) -> pd.DataFrame:
     return df
 
 
-def kv_table(steps: list[int], blocks: list[int], reqs: list[str], ops: list[int]) -> pd.DataFrame:
+def kv_table(steps, blocks, reqs, ops) -> pd.DataFrame:
+    """The kv table from its columns: steps and blocks (ints), request ids (text, or a
+    Categorical), ops (sim.kvpool's op numbers)."""
     names = np.array(["", OP_NAMES[ACQUIRE], OP_NAMES[RELEASE], OP_NAMES[HASHED], OP_NAMES[EVICTED]], dtype=object)
-    return pd.DataFrame({
-        "step": np.asarray(steps, dtype=np.int64),
-        "block": np.asarray(blocks, dtype=np.int64),
-        "request": pd.Series(reqs, dtype=object),
-        "op": pd.Series(names[np.asarray(ops, dtype=np.int64)] if ops else [], dtype=object),
-    })
+    ops = np.asarray(ops) if len(ops) else np.zeros(0, dtype=np.int8)
+    return table_from_columns("kv", {"step": steps, "block": blocks, "request": reqs, "op": categorical(ops, names)})

@@ -130,16 +130,6 @@ def test_bad_upload_shows_an_error(at, payload, message):
     assert "occupancy" not in chart_specs(at)
 
 
-def test_a_run_past_the_step_cap_is_an_error_not_a_hang(at):
-    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
-    # within the file limit on arrival steps (1,000,000), beyond the page's step cap (200,000)
-    far = b'{"requests": [{"id": "x", "prompt_len": 4, "max_tokens": 2, "arrival_step": 300000}]}'
-    at.file_uploader(key="pb_upload").upload("far.json", far, "application/json")
-    at.run()
-    assert not at.exception
-    assert at.error and "step cap" in at.error[0].value
-
-
 def test_a_config_that_cannot_run_is_an_error_not_a_crash(at):
     at.number_input(key="keep_pb_blocks").set_value(3).run()  # A needs 4 blocks of 4 tokens
     assert not at.exception

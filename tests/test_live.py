@@ -180,6 +180,7 @@ def test_compare_with_simulator_reproduces_a_run_the_model_explains():
 def test_replay_workload_keeps_arrivals_prompts_and_stops():
     wl, tr = measured_like(prefix=True)
     r = tr.requests
+    r["finish_reason"] = r["finish_reason"].cat.add_categories(["stop"])
     r.loc[0, "finish_reason"] = "stop"  # as if the engine had met an end-of-sequence token early
     r.loc[0, "output_tokens"] = 2
     rep = replay_workload(tr, wl.requests)

@@ -23,10 +23,17 @@ from sim.simulate import simulate
 from sim.trace import Trace
 from sim.workload import Workload
 
-MAX_STEPS = 200_000  # a run longer than this stops with an error instead of tying up the server
-# a run's peak memory goes with its batch rows: ~240 bytes a row all told (bench_search.py
-# --only scale: 5.2M rows, 1,245 MB at 100,000 requests), so 15M rows is ~3.6 GB
-MAX_BATCH_ROWS = 15_000_000
+# What limits a run on the pages is memory: a run's peak grows with its steps and its batch rows
+# (a batch entry per request per step). `python bench/bench_window.py --peak` measures both on
+# the compact Trace: 539 bytes a step (an idle run of 1,000,000 steps) and, beyond its steps, 219
+# bytes a batch row (a busy run of 360,033 steps and 1,242,000 rows, 445 MB). Each cap takes half
+# of one run's budget, so a run at both caps peaks at about the budget. Long runs are fine to look
+# at: the pages open them on an overview and draw a window (ui/window.py).
+RUN_MEMORY_BYTES = 3_600_000_000   # one run's peak: a few sessions' runs at once fit a 16 GB server
+BYTES_PER_STEP = 539
+BYTES_PER_BATCH_ROW = 219
+MAX_STEPS = RUN_MEMORY_BYTES // 2 // BYTES_PER_STEP             # 3,339,517 steps (~6 s of idle steps, ~70 s busy)
+MAX_BATCH_ROWS = RUN_MEMORY_BYTES // 2 // BYTES_PER_BATCH_ROW   # 8,219,178 token rows
 
 
 def _texts(workload: Workload, config: dict) -> tuple[str, str]:
@@ -68,7 +75,7 @@ def run_trace(workload: Workload, config: dict, cost_key: str) -> Trace:
     """The Trace of `workload` under `config` and the cost preset `cost_key` (cached).
 
     Raises what simulate raises (ValueError / RuntimeError with a plain message) for a run
-    that cannot finish, e.g. a KV pool too small or the MAX_STEPS cap.
+    that cannot finish, e.g. a KV pool too small, or past the MAX_STEPS / MAX_BATCH_ROWS caps.
     """
     w, c = _texts(workload, config)
     return _cached_run(w, c, cost_key, workload.name)

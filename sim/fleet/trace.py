@@ -18,11 +18,30 @@ import pandas as pd
 
 from ..digest import Digest
 from ..jsonout import finite
-from ..trace import Trace, _clean, _dtype_name, gzip_json, read_gzip_json
+from ..trace import Trace, _cat_column, _clean, _dtype_name, gzip_json, narrow_int, read_gzip_json
 from .routes import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
 
 FORMAT = "scheduler-lab-fleet"
 VERSION = 1
+
+
+# the routing table's repeated text as categoricals, its small integers as int32 (sim.trace's
+# compact columns; ids, scores and details are one per request and stay text)
+_CAT_ROUTE_COLUMNS = ("tenant", "reason", "candidates", "predicted_reason")
+_INT32_ROUTE_COLUMNS = ("prompt_len", "replica", "served", "predicted")
+
+
+def compact_routes(routes: pd.DataFrame) -> pd.DataFrame:
+    """The routing table with compact columns (the same values; a file of it the same bytes)."""
+    out = {}
+    for c in routes.columns:
+        v = routes[c]
+        if c in _CAT_ROUTE_COLUMNS and not isinstance(v.dtype, pd.CategoricalDtype):
+            v = pd.Series(_cat_column(v.to_numpy(dtype=object), len(v)), index=routes.index, name=c)
+        elif c in _INT32_ROUTE_COLUMNS and v.dtype.kind in "iu":
+            v = pd.Series(narrow_int(v.to_numpy()), index=routes.index, name=c)
+        out[c] = v
+    return pd.DataFrame(out, index=routes.index)
 
 
 @dataclass
@@ -30,6 +49,9 @@ class FleetTrace:
     routes: pd.DataFrame
     replicas: list            # one Trace (or, from a search, a Digest) per replica, in worker order
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.routes = compact_routes(self.routes)
 
     @property
     def time_unit(self) -> str:

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from live_app import free_port, healthy   # tests/e2e is on sys.path (pytest's rootdir insertion)
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -64,20 +64,6 @@ def pytest_runtest_makereport(item, call):
         rep.sections.append(("streamlit server log (tail)", tail))
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            return r.read().strip() == b"ok"
-    except OSError:
-        return False
-
-
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         return
@@ -96,7 +82,7 @@ def app_url():
     """Base URL of a headless dashboard started as the README says (serve.py: `streamlit run app.py`
     with the pages' modules imported first) from the repo root."""
     global _server_log
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     fd, log_path = tempfile.mkstemp(prefix="streamlit-e2e-", suffix=".log")
     _server_log = Path(log_path)
@@ -114,7 +100,7 @@ def app_url():
         )
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not _healthy(url):
+        while not healthy(url):
             if proc.poll() is not None or time.monotonic() > deadline:
                 why = (f"exited with code {proc.returncode}" if proc.poll() is not None
                        else f"not healthy after {STARTUP_TIMEOUT_S}s")

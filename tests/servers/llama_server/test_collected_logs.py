@@ -205,7 +205,8 @@ def test_a_log_that_begins_mid_run(build, name, _ts):
         assert 0 <= off <= sum(1 for ln in ls[:cut] if MODEL_CALL.search(ln))   # (retries print it again)
         b = tr.batch.assign(step=tr.batch["step"] + off)
         rb = ref.batch[ref.batch["step"] > off + 1].reset_index(drop=True)
-        pd.testing.assert_frame_equal(b[b["step"] > off + 1].reset_index(drop=True), rb)
+        # categories are the values each table holds: compare the values
+        pd.testing.assert_frame_equal(b[b["step"] > off + 1].reset_index(drop=True), rb, check_categorical=False)
         first = b[b["step"] == off + 1].drop(columns="step")
         whole = ref.batch[ref.batch["step"] == off + 1].drop(columns="step")
         assert len(first.merge(whole)) == len(first)   # the first call: the lines the log holds, no more

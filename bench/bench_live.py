@@ -1,0 +1,125 @@
+"""Live following: the delay from a step's line being flushed to the file to the vLLM server page
+(followed in Chromium) showing it.
+
+    .venv/bin/python bench/bench_live.py [--seconds 30] [--rate 100] [--source REC.jsonl.gz]
+
+A writer thread replays a recording's lines in order (by default /tmp/issue27/data/long150k.jsonl.gz,
+made by bench/make_long_recording.py with vLLM's own scheduler class and the recorder, else the
+bundled fcfs sample) into a file of a temporary data folder at
+--rate steps a second, flushing every 0.2 s as the recorder does (recorder.FLUSH_S); the dashboard
+is started with SCHEDLAB_DATA_DIR on that folder and the page follows the file. A watcher notes when
+each step line became readable; the page's "Steps" metric is read every 50 ms. Printed: the delay
+(median, p90, max) for every step count the page showed, the interval between page updates, and
+the machine's load. No vLLM server: the page's own cost, apart from a server's load on the CPU
+(tests/e2e/test_live_vllm.py prints the same delay beside a real one).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+sys.path.insert(0, str(ROOT))
+
+from live_app import FileSteps, dashboard, delays  # noqa: E402
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+FLUSH_S = 0.2
+
+
+def writer(path: Path, source: Path, rate: float, seconds: float, stop: threading.Event) -> None:
+    """The recording's lines in their order, the n-th step line due at n / rate seconds, flushed
+    every FLUSH_S (as the recorder flushes)."""
+    f_in = gzip.open(source, "rb") if source.suffix == ".gz" else open(source, "rb")
+    with f_in, open(path, "ab") as f:
+        t0 = last_flush = time.monotonic()
+        k = 0
+        for line in f_in:
+            if stop.is_set() or time.monotonic() - t0 > seconds:
+                break
+            if b'"kind":"step"' in line[:20]:
+                k += 1
+                while time.monotonic() < t0 + k / rate:
+                    if time.monotonic() - last_flush >= FLUSH_S:
+                        f.flush()
+                        last_flush = time.monotonic()
+                    time.sleep(0.002)
+            f.write(line)
+            if time.monotonic() - last_flush >= FLUSH_S:
+                f.flush()
+                last_flush = time.monotonic()
+        f.flush()
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--screenshot", type=Path, help="save the page as it looks at the end")
+    ap.add_argument("--rate", type=float, default=100.0, help="steps a second (a busy vLLM server: ~100)")
+    long = Path("/tmp/issue27/data/long150k.jsonl.gz")
+    ap.add_argument("--source", type=Path,
+                    default=long if long.exists() else ROOT / "samples" / "vllm" / "fcfs_kv_pressure.jsonl.gz")
+    a = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "data"
+        folder.mkdir()
+        rec = folder / "live.jsonl"
+        rec.write_bytes(b"")
+        with dashboard({"SCHEDLAB_DATA_DIR": str(folder)}, Path(tmp) / "app.log") as url, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                          "--disable-dev-shm-usage"])
+            page = browser.new_page(viewport={"width": 1400, "height": 2000})
+            page.goto(f"{url}/vllm_server?vs_file=live.jsonl&vs_follow=true")
+            page.get_by_text("Waiting for", exact=False).first.wait_for(timeout=90_000)
+            watch = FileSteps(rec)
+            threading.Thread(target=watch.run, daemon=True).start()
+            stop = threading.Event()
+            w = threading.Thread(target=writer, args=(rec, a.source, a.rate, a.seconds, stop), daemon=True)
+            load0 = Path("/proc/loadavg").read_text().split()[:3]
+            w.start()
+            counts = []
+            while w.is_alive():
+                try:
+                    m = page.get_by_test_id("stMetric").filter(has_text="Steps").first
+                    v = m.get_by_test_id("stMetricValue").text_content(timeout=2_000) or "0"
+                    counts.append((time.monotonic(), int(v.replace(",", "").replace("–", "0"))))
+                except Exception:   # noqa: BLE001 - not drawn yet (the header's first refresh)
+                    pass
+                time.sleep(0.05)
+            stop.set()
+            watch.stop()
+            if a.screenshot:
+                page.wait_for_timeout(2000)
+                page.screenshot(path=str(a.screenshot), full_page=True)
+            load1 = Path("/proc/loadavg").read_text().split()[:3]
+            browser.close()
+    d = delays(watch, counts)
+    changes = [t for (t, n), (_, m) in zip(counts[1:], counts) if n != m]
+    gaps = [b - a for a, b in zip(changes, changes[1:])]
+    print(f"writer: {a.rate:g} steps/s for {a.seconds:g} s, flushed every {FLUSH_S} s; "
+          f"{max(watch.seen, default=0):,} steps written")
+    if d:
+        print(f"flushed-to-page delay over {len(d)} page updates: median {statistics.median(d):.2f} s, "
+              f"p90 {pct(d, 0.9):.2f} s, max {max(d):.2f} s")
+    if gaps:
+        print(f"page updates every {statistics.median(gaps):.2f} s (median; p90 {pct(gaps, 0.9):.2f} s)")
+    print(f"load average before {' '.join(load0)}, after {' '.join(load1)} (2 cores)")
+
+
+if __name__ == "__main__":
+    main()

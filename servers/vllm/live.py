@@ -1,0 +1,207 @@
+"""A recording read while the recorder writes it: the follower's complete lines fed to the
+streaming reader, and the simulator's verdict kept up to date on a budget.
+
+    live = LiveRecording(path, name)
+    live.poll()                 # each page refresh (about a second): new steps read, never waiting
+    trace = live.trace()        # the run so far (None before its header has come)
+    live.notes, live.stopped    # sentences for the page: a rotation or restart; why it stopped
+    v = live.verdict.get(live)  # the simulator's verdict on the run so far, recomputed on a budget
+
+The verdict re-simulates the whole run so far (the simulator's decisions at step k depend only
+on requests that arrived before it, so a prefix of the run is checked exactly as the whole run
+would be), not incrementally: it is recomputed when steps have arrived and at most every
+max(MIN_REDO_S, REDO_FACTOR x its last cost), so it takes at most 1/REDO_FACTOR of the page's
+time, and not past MAX_LIVE_SIM_STEPS steps (about 3 s a run on this 2-core machine), where it is
+held and the page says so. No Streamlit here.
+"""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from sim.metrics import summary
+
+from .compare import decisions, predict
+from .follow import RecordingLines
+from .recording import RecordingRestarted, RecordingStream
+
+POLL_BUDGET_S = 0.3        # reading per refresh at most; a file far ahead is caught up over refreshes
+MAX_NOTES = 5
+MIN_REDO_S = 3.0
+REDO_FACTOR = 5.0
+MAX_LIVE_SIM_STEPS = 20_000
+TRACE_FACTOR = 3.0         # the run's Trace is rebuilt at most every 3x what building it took
+# text followed at most: the reader holds ~7 MB per MB of text (bench/bench_upload_cap.py), so about
+# 2.2 GB; a busy server's hour (360,000 steps of ~0.8 KB) is ~280 MB
+MAX_LIVE_TEXT_BYTES = 320 << 20
+
+
+class LiveRecording:
+    """One followed file, read on as it grows (see the module's docstring)."""
+
+    def __init__(self, path, name: str = ""):
+        self.path, self.name = path, name
+        self.lines = RecordingLines(path, max_text_bytes=MAX_LIVE_TEXT_BYTES)
+        self.stream: RecordingStream | None = None
+        self.notes: list[str] = []
+        self.stopped: str | None = None
+        self.generation = 0          # +1 each time the reader starts over (a file replaced, truncated)
+        self.last_new = None         # time.monotonic() when the last new steps came
+        self.polls = 0
+        self.verdict = LiveVerdict()
+        self._trace = None
+        self._built = self._trace_cost = 0.0
+        self._summary = None
+        self.fed = 0                 # lines fed to the reader (what the cached trace was made of)
+
+    # ------------------------------------------------------------------ reading
+    def note(self, text: str) -> None:
+        if text and (not self.notes or self.notes[-1] != text):
+            self.notes = (self.notes + [text])[-MAX_NOTES:]
+
+    def poll(self, budget_s: float = POLL_BUDGET_S) -> int:
+        """Read what was written since the last poll (up to budget_s of work); the new steps."""
+        if self.stopped:
+            return 0
+        self.polls += 1
+        new = 0
+        end = time.monotonic() + budget_s
+        while True:
+            got = self.lines.poll()
+            if got.restart:
+                self.stream = None
+                self.generation += 1
+                self.verdict = LiveVerdict()
+            if got.note:
+                self.note(got.note)
+            if got.lines:
+                new += self._feed(got.lines)
+            if self.lines.stopped and not self.stopped:
+                self.stopped = self.lines.stopped
+            if self.stopped or not self.lines.behind or time.monotonic() >= end:
+                break
+        if new:
+            self.last_new = time.monotonic()
+        return new
+
+    def _feed(self, lines: list[bytes]) -> int:
+        if self.stream is None:
+            self.stream = RecordingStream(name=self.name)
+        self.fed += len(lines)
+        try:
+            return int(self.stream.feed(lines) or 0)
+        except RecordingRestarted as e:   # a second header: what came before stays on the page
+            self.stopped = str(e)
+        except ValueError as e:           # the file is no recording (its first line)
+            self.stopped = str(e)
+            if self.stream.num_steps == 0:
+                self.stream = None   # nothing of it to show
+        return 0
+
+    @property
+    def behind(self) -> bool:
+        """More is written than the last poll read (catching up with a long file)."""
+        return self.lines.behind
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.stream.num_steps) if self.stream is not None else 0
+
+    @property
+    def recording(self):
+        return self.stream.recording if self.stream is not None else None
+
+    def trace(self):
+        """The run so far: the same object until more lines come (two views of a page share it),
+        and rebuilt at most every TRACE_FACTOR x its last cost (0.9-1.1 s for 145,000 steps here:
+        a long run's numbers and charts then lag the step count by a few seconds, the page does not)."""
+        if self.stream is None or self.stream.header is None:
+            return None
+        at = (self.generation, self.fed)
+        now = time.monotonic()
+        if self._trace is None or self._trace[0][0] != at[0] or (
+                self._trace[0] != at and now - self._built >= TRACE_FACTOR * self._trace_cost):
+            t = time.monotonic()
+            self._trace = (at, one_id_set(self.stream.trace()))
+            self._built = time.monotonic()
+            self._trace_cost = self._built - t
+        return self._trace[1]
+
+    def summary(self) -> dict | None:
+        """sim.metrics.summary of trace(), made once per Trace (0.2 s for 145,000 steps)."""
+        tr = self.trace()
+        if tr is None:
+            return None
+        if self._summary is None or self._summary[0] is not tr:
+            self._summary = (tr, summary(tr))
+        return self._summary[1]
+
+    def close(self) -> None:
+        self.lines.close()
+
+
+def one_id_set(tr):
+    """The trace with every table's request ids under one category set. A run still going has
+    requests that arrived but were never scheduled: the events' ids then are not the batch's, and
+    a merge by request (figures.playback's preemption marks) refuses two category sets. (Asked of
+    the reader in /tmp/issue27/requests-live.md; harmless once it gives one set.)"""
+    cols = [(t, getattr(tr, t)) for t in ("requests", "batch", "events", "kv")]
+    cats = [df["request"].cat.categories for _, df in cols
+            if "request" in df.columns and isinstance(df["request"].dtype, pd.CategoricalDtype)]
+    if len(cats) < 2 or all(c.equals(cats[0]) for c in cats[1:]):
+        return tr
+    union = cats[0]
+    for c in cats[1:]:
+        union = union.union(c)
+    for _, df in cols:
+        if "request" in df.columns and isinstance(df["request"].dtype, pd.CategoricalDtype):
+            df["request"] = df["request"].cat.set_categories(union)
+    return tr
+
+
+class LiveVerdict:
+    """The simulator's verdict and prediction on the run so far, recomputed on a budget."""
+
+    def __init__(self):
+        self.result: dict | None = None     # decisions(), with "so_far" and "at_steps"
+        self.prediction = None              # compare.Prediction or None
+        self.error: str | None = None
+        self.at_steps = 0
+        self.cost_s = 0.0
+        self.done_at = 0.0
+
+    def held(self, steps: int) -> bool:
+        return steps > MAX_LIVE_SIM_STEPS and self.result is not None
+
+    def due(self, steps: int, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        if steps <= self.at_steps or self.held(steps):
+            return False
+        return self.result is None or now - self.done_at >= max(MIN_REDO_S, REDO_FACTOR * self.cost_s)
+
+    def update(self, live: LiveRecording, *, cal=None, predict_times: bool = False) -> bool:
+        """Recompute when due; True when it did. `cal`: a Recording to fit the cost model on
+        (None: the run so far)."""
+        rec, steps = live.recording, live.num_steps
+        if rec is None or not self.due(steps):
+            return False
+        t = time.monotonic()
+        try:
+            v = decisions(rec)
+            ended = bool(getattr(rec, "ended", False))
+            d = v.get("first_difference")
+            # a run still going: the simulator finishes requests the server is still running
+            # (more steps than recorded); only steps both made are held to each other
+            if not ended and d is not None and d.get("field") == "steps" and v["simulated_steps"] > v["steps"]:
+                v = {**v, "equal": True, "first_difference": None}
+            v["so_far"] = not ended
+            self.result, self.error = v, None
+            if predict_times:
+                self.prediction = predict(rec, cal if cal is not None else rec)
+        except (ValueError, RuntimeError) as e:   # one sentence; the playback stands
+            self.error = str(e)
+        self.at_steps = steps
+        self.done_at = time.monotonic()
+        self.cost_s = self.done_at - t
+        return True

@@ -1,0 +1,227 @@
+"""One recorder line checked: every field the reader uses of the type it uses, or TypeError /
+ValueError (the line is damaged and skipped). The header's checks, and the sentence for a file
+that is no recording.
+
+The checks take a fast path for what a recorder writes (plain ints in range) and fall back on
+the per-value conversion for anything else, so both give the same values (a "3" is 3 either way).
+"""
+from __future__ import annotations
+
+from array import array
+from itertools import chain
+
+from sim import versions
+from sim.inputs import check_config
+
+from ..format import FORMAT, RECORDED_WITH, VERSION
+
+# the header's settings that are the simulator's (SchedulerConfig) knobs, by the same names
+CONFIG_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "policy",
+               "enable_prefix_caching", "long_prefill_token_threshold", "enable_chunked_prefill",
+               "max_model_len", "scheduler_reserve_full_isl", "watermark")
+LINE_KINDS = frozenset(("step", "add", "finish", "end", "header", "rotate"))   # what the recorder writes
+INT_MAX = 2**53   # counts, ids, block numbers: past this the Trace's columns (float64 on the way) would round them
+_INF = (float("inf"), float("-inf"))
+
+
+def as_int(v) -> int:
+    x = int(v)
+    if not -INT_MAX <= x <= INT_MAX:
+        raise ValueError("a number out of range")
+    return x
+
+
+def as_num(v):
+    if v is None:
+        return None
+    x = float(v)
+    if x != x or x in _INF:
+        raise ValueError("not a finite number")
+    return x
+
+
+def as_ints(v):
+    """A list of ints in range, as an array('q') (the recorder's lists: converted in C, in one go)."""
+    if not isinstance(v, list):
+        raise TypeError("not a list")
+    try:
+        out = array("q", v)   # plain ints (and bools) only: anything else takes the slow path
+    except (TypeError, OverflowError):
+        out = None
+    if out is not None and (not out or (-INT_MAX <= min(out) and max(out) <= INT_MAX)):
+        return out
+    return array("q", [as_int(x) for x in v])
+
+
+def sched_entries(v) -> tuple[list, array]:
+    """A step's `sched` ([[i, tokens, computed_before], ...]): the entries as tuples, and flat."""
+    v = v or ()
+    try:
+        flat = array("q", chain.from_iterable(v))
+    except (TypeError, OverflowError):
+        flat = None
+    if flat is not None and len(flat) == 3 * len(v) and all(len(e) == 3 for e in v) and \
+            (not flat or (-INT_MAX <= min(flat) and max(flat) <= INT_MAX)):
+        return list(zip(flat[0::3], flat[1::3], flat[2::3])), flat
+    out = [(as_int(i), as_int(n), as_int(cb)) for i, n, cb in v]
+    return out, array("q", chain.from_iterable(out))
+
+
+def clean_step(obj: dict) -> dict:
+    """A step line with every field the reader uses of the type it uses. Left out: running /
+    waiting when the line leaves them out (the step before's: the caller fills them). The int
+    lists as array('q'); sched also flat as `sched_flat` (3 ints an entry), and, from lines a
+    recorder wrote, only flat (steps.py makes the tuples when a step dict is asked for)."""
+    obj["step"] = as_int(obj["step"])
+    try:
+        fast = _fast(obj)
+    except (TypeError, OverflowError):
+        fast = None
+    if fast is not None:
+        obj.update(fast)
+        return obj
+    obj["sched"], obj["sched_flat"] = sched_entries(obj.get("sched"))
+    for k in ("sampled", "pre"):
+        obj[k] = as_ints(obj.get(k) or [])
+    for k in ("running", "waiting"):
+        if k in obj:
+            obj[k] = as_ints(obj[k] or [])
+    obj["fin"] = [(as_int(i), str(why)) for i, why in obj.get("fin") or ()]
+    obj["blocks"] = [(as_int(i), as_ints(ids)) for i, ids in obj.get("blocks") or ()]
+    t = list(obj.get("t") or [])[:4]
+    obj["t"] = [as_num(x) for x in t + [None] * (4 - len(t))]
+    for k in ("free", "free_sched", "cached_free", "waiting_n"):
+        if obj.get(k) is not None:
+            obj[k] = as_int(obj[k])
+        else:
+            obj.pop(k, None)   # null is "not recorded", as a missing key
+    return obj
+
+
+_LISTS = ("sampled", "pre", "running", "waiting")
+_COUNTS = ("free", "free_sched", "cached_free", "waiting_n")
+
+
+def _fast(obj: dict) -> dict | None:
+    """The step's fields when they are as a recorder writes them (plain ints, four finite float
+    times); None for anything else (the per-value checks then decide, as they always did).
+    TypeError / OverflowError: not plain 64-bit ints. The numbers that become the Trace's
+    columns (tokens, computed_before, the counts) are held to +-2**53 here as there; request
+    indices and block ids, only looked up or stored as int64, to 64 bits."""
+    g = obj.get
+    sched = g("sched") or ()
+    flat = array("q", chain.from_iterable(sched))
+    if len(flat) != 3 * len(sched) or (sched and len(set(map(len, sched))) != 1):
+        return None
+    if flat and (min(flat) < -INT_MAX or max(flat) > INT_MAX):
+        return None
+    out = {"sched": flat, "sched_flat": flat}   # tuples only when asked for (steps.py)
+    for k in _LISTS:
+        v = g(k)
+        if v is None:
+            if k in obj or k in ("sampled", "pre"):
+                out[k] = array("q")
+            continue
+        if type(v) is not list:
+            return None
+        out[k] = array("q", v)
+    fin = g("fin")
+    if fin:
+        out["fin"] = f = [(i, str(why)) for i, why in fin]
+        array("q", [i for i, _ in f])   # plain ints
+    else:
+        out["fin"] = []
+    blocks = g("blocks")
+    if blocks:
+        out["blocks"] = bl = [(i, array("q", ids)) for i, ids in blocks]
+        if not all(type(ids) is list for _, ids in blocks):
+            return None
+        array("q", [i for i, _ in bl])
+    else:
+        out["blocks"] = []
+    t = g("t")
+    if type(t) is not list or len(t) != 4:
+        return None
+    t0, t1, t2, t3 = t
+    if not (type(t0) is float and type(t1) is float and type(t2) is float and type(t3) is float) or \
+            t0 - t0 + t1 - t1 + t2 - t2 + t3 - t3 != 0:
+        return None
+    for k in _COUNTS:
+        v = g(k)
+        if v is None:
+            if k in obj:
+                del obj[k]   # null is "not recorded", as a missing key
+        elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+            return None
+    return out
+
+
+def clean_add(obj: dict) -> dict:
+    """An add line checked; its prompt ids held as an array('q') (8 bytes a token, not a list's 36)."""
+    obj.update(i=as_int(obj["i"]), id=str(obj["id"]), prompt_len=as_int(obj["prompt_len"]),
+               max_tokens=as_int(obj["max_tokens"]), priority=as_int(obj.get("priority") or 0),
+               before_step=as_int(obj.get("before_step") or 1), added=as_num(obj.get("added")),
+               arrival=as_num(obj.get("arrival")))
+    if obj.get("prompt") is not None:   # token ids: plain 64-bit ints (they are never a float column)
+        try:
+            obj["prompt"] = array("q", obj["prompt"]) if type(obj["prompt"]) is list else as_ints(obj["prompt"])
+        except (TypeError, OverflowError):
+            obj["prompt"] = as_ints(obj["prompt"])
+        if len(obj["prompt"]) != obj["prompt_len"]:
+            raise ValueError("prompt length")
+    if obj.get("hashes") is not None:
+        obj["hashes"] = [str(h) for h in obj["hashes"]]
+        for h in obj["hashes"]:
+            int(h, 16)
+    if obj["prompt_len"] < 0 or obj["max_tokens"] < 0:
+        raise ValueError("negative length")
+    return obj
+
+
+def clean_finish(obj: dict) -> dict:
+    obj.update(i=as_int(obj["i"]), reason=str(obj.get("reason")), t=as_num(obj.get("t")),
+               after_step=as_int(obj.get("after_step") or 0))
+    return obj
+
+
+def not_a_recording(raw: bytes) -> str:
+    head = raw[:256]
+    try:
+        head.decode("utf-8")
+        text = b"\x00" not in head
+    except UnicodeDecodeError as e:
+        text = e.start >= len(head) - 3   # only a character cut at the end of the window
+    if not text:
+        return "this is a binary file, not a vLLM step recording (JSON lines)"
+    return ("this is not a vLLM step recording: its first line should be the recorder's JSON header "
+            f"(\"format\": \"{FORMAT}\")")
+
+
+def check_header(obj, raw: bytes, warn) -> dict:
+    """The header line, checked (ValueError: no recording, or a damaged one); what is odd about
+    it goes to warn(sentence)."""
+    if not isinstance(obj, dict) or obj.get("kind") != "header" or obj.get("format") != FORMAT:
+        if isinstance(obj, dict) and "requests" in obj:
+            raise ValueError("this is a workload file, not a vLLM step recording: open it on Playback")
+        if isinstance(obj, dict) and "step" in obj and "scheduled" in obj:
+            raise ValueError("this is an oracle trace (sim trace's JSON lines), not a vLLM step recording")
+        raise ValueError(not_a_recording(raw))
+    v = obj.get("version")
+    if not isinstance(v, int) or v > VERSION:
+        warn(f"recorded by a newer recorder (format version {v}; this reader knows {VERSION}): "
+             "fields it does not know are ignored")
+    if obj.get("vllm") != RECORDED_WITH:
+        try:   # the simulator's rules follow the header's version (mode_config); the recorder's reads do not
+            ruled = f"re-simulated with vLLM {versions.normalize(str(obj.get('vllm')))}'s rules"
+        except ValueError:
+            ruled = "the simulator has no rules for that version"
+        warn(f"recorded with vLLM {obj.get('vllm')}; the recorder was built and checked inside vLLM "
+             f"{RECORDED_WITH}, so what it read of this version's scheduler is unchecked ({ruled})")
+    if not isinstance(obj.get("config"), dict):
+        warn("the header has no scheduler settings: the recording cannot be re-simulated")
+        obj["config"] = {}
+    try:   # the settings the simulator takes from it: of the types and ranges an upload must have
+        check_config({k: obj["config"][k] for k in CONFIG_KEYS if k in obj["config"]})
+    except ValueError as e:
+        raise ValueError(f"the recording's header is damaged: {e}") from None
+    return obj
