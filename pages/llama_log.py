@@ -8,7 +8,6 @@ page through st.dataframe / st.code, and the few log-derived words in markdown a
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -23,7 +22,8 @@ from servers.llama_server.resim import call_cost, has_call_times, resim_table, r
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES
 from sim.trace import Trace
 from sim.workload import Workload
-from ui import primer
+from ui import data_dir, primer
+from ui.data_pick import FolderPicker
 from ui.exports import export_panel
 from ui.labels import fmt, plain
 from ui.runs import MAX_STEPS, run_trace
@@ -53,6 +53,7 @@ UPLOAD_KEY = "ll_upload"
 CLOCKS = {"time": "Wall time (when the log has timestamps)", "calls": "Model calls"}
 LOG_LABEL, LLAMA_LABEL, VLLM_LABEL = "Real log", "Simulated llama-server", "Simulated vLLM"
 WIN = WindowPicker("ll", label="model call")  # a long log opens on its overview; the views below show the window
+FOLDER = FolderPicker("keep_ll_file", data_dir.LOGS, "logs")   # files past the upload cap
 
 SETTINGS = PageSettings("ll", [
     Setting("keep_ll_sample", "s1_new", str, choices=tuple(SAMPLES)),
@@ -67,6 +68,7 @@ SETTINGS = PageSettings("ll", [
     Setting("keep_ll_v_seqs", 2, int, bounds=BOUNDS["max_num_seqs"]),
     Setting("keep_ll_v_blocks", 1024, int, bounds=BOUNDS["num_gpu_blocks"]),
     Setting("keep_ll_v_preempt", "recompute", str, choices=PREEMPTION_MODES),
+    FOLDER.setting(),
     *WIN.settings(),
 ])
 KNOBS = ("keep_ll_slots", "keep_ll_nbatch", "keep_ll_cb", "keep_ll_v_budget", "keep_ll_v_seqs",
@@ -77,7 +79,7 @@ KNOBS = ("keep_ll_slots", "keep_ll_nbatch", "keep_ll_cb", "keep_ll_v_budget", "k
 # ---------------------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=6, show_spinner=False)
-def parse_log(key: str, name: str, _data: bytes) -> Trace:
+def parse_log(key: str, name: str, _data) -> Trace:
     bar = st.progress(0, text=f"Reading {name}…")  # made here, so a cache hit replays (and clears) it
     shown = [-1]
 
@@ -132,10 +134,6 @@ def wall_clock_runs(key: str, configs: str, _trace: Trace) -> tuple[dict, dict[s
     return cost.describe(), resimulate(_trace, json.loads(configs), wall_clock=True, cost=cost, max_steps=MAX_STEPS)
 
 
-def log_key(name: str, data: bytes) -> str:
-    return f"{name}:{len(data)}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
-
-
 def _interesting_call(tr: Trace) -> int:
     """Where the inspector opens on a new log: the first call holding the most tokens."""
     s = tr.steps
@@ -177,13 +175,16 @@ with st.sidebar:
                           help=f"The output of `llama-server ... -v` (stdout and stderr), as .log / .txt or "
                                f"gzip-compressed (.gz); up to {max_mb} MB. Both the 2025 and the 2026 log "
                                "formats are read, with or without timestamps and prefixes.")
+    chosen = FOLDER.draw(disabled=up is not None)
     st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_ll_sample", format_func=lambda k: SAMPLES[k][1],
-                 disabled=up is not None,
+                 disabled=up is not None or bool(chosen),
                  help="Real logs of llama-server runs with a tiny model (samples/llama-logs/).")
-    if up is None:
-        st.caption(SAMPLES[ss["keep_ll_sample"]][2])
-    else:
+    if up is not None:
         st.caption("Showing the uploaded log. Remove it (×) to go back to the sample.")
+    elif chosen:
+        st.caption("Showing a file of the server's data folder. Pick (none) to go back to the sample.")
+    else:
+        st.caption(SAMPLES[ss["keep_ll_sample"]][2])
     st.header("View")
     st.toggle("Log scale for tokens", key="keep_ll_logy",
               help="A decode entry is one token, a prompt chunk can be thousands: on a log scale both show.")
@@ -203,13 +204,12 @@ st.caption("Run llama-server with `-v`, upload its log, and see what the server 
            "model as a stacked bar of its batch, the slots as lanes over time, each task's life and the numbers "
            "the server printed. Then re-simulate the same workload under other settings.")
 
-if up is not None:
-    data, name = up.getvalue(), up.name
-else:
-    fname = SAMPLES[ss["keep_ll_sample"]][0]
-    data, name = (SAMPLE_DIR / fname).read_bytes(), fname
-key = log_key(name, data)
-trace = parse_log(key, name, data)
+data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_ll_sample"]][0])
+try:
+    trace = parse_log(key, name, data)
+except OSError:   # the folder's file went away between the listing and the read
+    st.error("The file could not be read.", icon=":material/error:")
+    primer.stop()
 meta = trace.meta
 
 try:
@@ -231,7 +231,7 @@ if ss.get("ll_log_id") != key:  # a new log: knobs as its server ran, inspector 
 n_calls, n_tasks = len(trace.steps), len(trace.requests)
 unparsed = int(meta.get("unparsed_lines") or 0)
 clock = "wall-clock timestamps" if uses_wall_time(trace) else "no timestamps (the clock is the model call)"
-st.markdown(f"**{plain(name)}** · {len(data) / 1e6:,.2f} MB · build **{plain(meta.get('build') or 'unknown')}** "
+st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · build **{plain(meta.get('build') or 'unknown')}** "
             f"(as the log states it) · {clock}")
 if meta.get("line_prefixes") or (meta.get("clock") or "").endswith("prefix"):
     st.caption(f"Lines carry a prefix added by the tool that collected them ({plain(', '.join(meta.get('line_prefixes') or []))}): "

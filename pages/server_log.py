@@ -9,7 +9,6 @@ log-derived words in markdown go through ui.labels.plain.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
@@ -19,7 +18,8 @@ from figures.animate import from_spec
 from figures.serverlog import CONFIG, batch_timeline, gauges_figure, records_table, verdict_table
 from servers.server_log import LABELS, ServerLog, read_log
 from sim.jsonout import dumps_strict
-from ui import primer
+from ui import data_dir, primer
+from ui.data_pick import FolderPicker
 from ui.exports import export_panel
 from ui.labels import fmt, plain, short_name
 from ui.state import PageSettings, Setting
@@ -41,17 +41,20 @@ SAMPLES = {
 }
 UPLOAD_KEY = "sl_upload"
 WIN = WindowPicker("sl", label="logged step")  # a long log opens on its overview; the charts show the window
+FOLDER = FolderPicker("keep_sl_file", data_dir.LOGS, "logs")   # files past the upload cap
 SETTINGS = PageSettings("sl", [Setting("keep_sl_sample", "sglang_tp0", str, choices=tuple(SAMPLES)),
-                               Setting("keep_sl_logy", False, bool), *WIN.settings()])
+                               Setting("keep_sl_logy", False, bool), FOLDER.setting(), *WIN.settings()])
 
 
 @st.cache_data(max_entries=6, show_spinner="Reading the log…")
-def parse(key: str, name: str, _data: bytes) -> ServerLog | str:
+def parse(key: str, name: str, _data) -> ServerLog | str:
     """The log read, or the one plain line saying why it is no server log."""
     try:
         return read_log(_data, name)
     except ValueError as e:
         return str(e)[:200]
+    except OSError:   # a data-folder file that went away between the listing and the read
+        return "the file could not be read."
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
@@ -71,12 +74,16 @@ with st.sidebar:
     up = st.file_uploader("Upload a server log", key=UPLOAD_KEY,
                           help=f"An SGLang or vLLM server's log as it printed it (or a llama-server -v log), plain or "
                                f"gzip-compressed, any name; up to {max_mb} MB. The engine is recognised by content.")
+    chosen = FOLDER.draw(disabled=up is not None)
     st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_sl_sample", format_func=lambda k: SAMPLES[k][1],
-                 disabled=up is not None, help="Real excerpts users pasted in public issues (samples/server-logs/).")
-    if up is None:
-        st.caption(SAMPLES[ss["keep_sl_sample"]][2])
-    else:
+                 disabled=up is not None or bool(chosen),
+                 help="Real excerpts users pasted in public issues (samples/server-logs/).")
+    if up is not None:
         st.caption("Showing the uploaded log. Remove it (×) to go back to the sample.")
+    elif chosen:
+        st.caption("Showing a file of the server's data folder. Pick (none) to go back to the sample.")
+    else:
+        st.caption(SAMPLES[ss["keep_sl_sample"]][2])
     st.header("View")
     st.toggle("Log scale for prompt tokens", key="keep_sl_logy")
     st.header("Share")
@@ -89,12 +96,7 @@ st.caption("The log your SGLang or vLLM server already writes, read as a schedul
            "prefill batch and per 40 decode steps, vLLM's stats line every 10 s. What the log does not say is "
            "shown as unknown, never as idle.")
 
-if up is not None:
-    data, name = up.getvalue(), up.name
-else:
-    fname = SAMPLES[ss["keep_sl_sample"]][0]
-    data, name = (SAMPLE_DIR / fname).read_bytes(), fname
-key = f"{name}:{len(data)}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
+data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_sl_sample"]][0])
 log = parse(key, name, data)
 if isinstance(log, str):
     st.error(f"{short_name(name)}: {log}"[:200], icon=":material/error:")
@@ -118,7 +120,7 @@ if ss.get("sl_log_id") != key:   # a new log opens on its own default window, un
     if not SETTINGS.given(WIN.key):
         ss[WIN.key] = None
 recs = read["batches"] if engine == "sglang" else read["stats"]
-st.markdown(f"**{plain(name)}** · {len(data) / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
+st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
 cols = st.columns(5)
 cols[0].metric("Batch lines" if engine == "sglang" else "Stats lines", fmt(len(recs)))
 cols[1].metric("Request lines", fmt(len(read["requests"])))

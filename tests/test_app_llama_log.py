@@ -264,3 +264,18 @@ def test_a_docker_log_that_begins_mid_run():
     tasks = table_with(at, "in the log")
     assert tasks["in the log"].tolist() == ["partial" if p else "whole" for p in trace.requests["partial"]]
     assert any("began before the log" in i.value for i in at.info)
+
+
+def test_a_log_in_the_servers_data_folder_opens_from_the_servers_side(monkeypatch, tmp_path):
+    """SCHEDLAB_DATA_DIR: a log in the folder opens by its listed name (read from its path, no
+    upload cap), the same as the reader reads it; a name the listing lacks opens the sample."""
+    src = ROOT / "samples" / "llama-logs" / "s3_no_cont_batching.34af94cd9.log.gz"
+    (tmp_path / "server.log.gz").write_bytes(src.read_bytes())
+    monkeypatch.setenv("SCHEDLAB_DATA_DIR", str(tmp_path))
+    at = open_page(ll_file="server.log.gz")
+    assert not at.exception and not at.error
+    assert_matches_reader(at, read_llama_log(src))
+    assert any("Showing a file of the server's data folder" in c.value for c in at.sidebar.caption)
+    other = open_page(ll_file="/etc/hostname")
+    assert not other.exception
+    assert any("not in the data folder's listing" in c.value for c in other.sidebar.caption)

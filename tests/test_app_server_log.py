@@ -84,3 +84,25 @@ def test_hostile_uploads_one_plain_line_never_html():
     assert metric(at, "Lines not understood") == "1" and metric(at, "Batch lines") == "1"
     assert any("<script>" in c.value for c in at.code)            # shown as text, in a code block
     assert all("<script>" not in m.value and "<img" not in m.value for m in at.markdown)
+
+
+def test_a_log_in_the_servers_data_folder_opens_by_its_name_only(monkeypatch, tmp_path):
+    """SCHEDLAB_DATA_DIR: the folder's logs are offered by name; the chosen one opens from the
+    server's side (no upload cap); a link naming a file outside the listing opens the sample."""
+    src = ROOT / "samples" / "server-logs" / "05_sglang_13023.log.gz"
+    (tmp_path / "queue.log.gz").write_bytes(src.read_bytes())
+    (tmp_path / "notes.pdf").write_bytes(b"%PDF")   # not a log: not listed
+    monkeypatch.setenv("SCHEDLAB_DATA_DIR", str(tmp_path))
+    at = open_page(sl_file="queue.log.gz")
+    assert not at.exception and not at.error
+    box = at.sidebar.selectbox(key="keep_sl_file")
+    assert len(box.options) == 2 and box.options[1].startswith("queue.log.gz")   # the PDF is not offered
+    want = read_log(src.read_bytes()).read
+    assert metric(at, "Batch lines") == f"{len(want.batches):,}"
+    assert any("queue" in m.value and "MB" in m.value for m in at.markdown)   # the file's name and size
+    default = open_page()   # no name in the link: the bundled sample
+    assert metric(default, "Batch lines") != metric(at, "Batch lines")
+    out = open_page(sl_file="../etc/passwd")
+    assert not out.exception and not out.error
+    assert any("not in the data folder's listing" in c.value for c in out.sidebar.caption)
+    assert out.sidebar.selectbox(key="keep_sl_file").value == ""

@@ -3,7 +3,11 @@
 - recorder.py:  RecordingScheduler / AsyncRecordingScheduler, vLLM's scheduler classes recording
                 every step (`--scheduler-cls servers.vllm.recorder.RecordingScheduler`);
 - format.py:    the recording's format name and version;
-- recording.py: a recording as the standard Trace, as a workload, as the oracle's step lines;
+- recording.py: a recording as the standard Trace, as a workload, as the oracle's step lines
+                (the public face of reader/: one pass into column buffers; RecordingStream
+                fed in pieces);
+- follow.py:    a recording still being written, read as it grows (complete lines, rotation,
+                a file replaced or truncated, gzip); live.py: that with the reader and the verdict;
 - compare.py:   the simulator held to a recording: its decisions, its predicted times;
 - fleet.py:     a real fleet's recordings (one per replica behind a router) on one clock;
 - fleet_launch.py: a real fleet run here (recorded replicas, vllm-router / sglang-router, a
