@@ -104,7 +104,7 @@ class Workspace:
     def views(self, cache: PagedKVCache, n_blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
         shape = (n_blocks, cache.block_size, cache.num_kv_heads, cache.head_dim)
         need = n_blocks * cache.block_size * cache.num_kv_heads * cache.head_dim
-        if self.k is None or self.k.numel() < need or self.k.dtype != cache.dtype or self.k.device != cache.device:
+        if self.k is None or self.k.numel() < need or self.k.dtype != cache.dtype or self.k.device != cache.data.device:
             size = max(need, int(1.25 * (self.k.numel() if self.k is not None else 0)))
             self.k = torch.empty(size, dtype=cache.dtype, device=cache.device)
             self.v = torch.empty(size, dtype=cache.dtype, device=cache.device)

@@ -106,11 +106,27 @@ def flex_attention_step(q: torch.Tensor, cache: PagedKVCache, layer: int, batch:
     n = cache.num_blocks * cache.block_size
     k = cache.k[layer].view(1, n, cache.num_kv_heads, d).transpose(1, 2)
     v = cache.v[layer].view(1, n, cache.num_kv_heads, d).transpose(1, 2)
+    args = (q.transpose(0, 1).unsqueeze(0), k, v)
+    kw = dict(block_mask=batch.block_mask, scale=d ** -0.5 if scale is None else scale, enable_gqa=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = _kernel(q.device)(q.transpose(0, 1).unsqueeze(0), k, v, block_mask=batch.block_mask,
-                                scale=d ** -0.5 if scale is None else scale, enable_gqa=True)
+        if q.device.type == "cuda" and (q.dtype, q.shape[0] < TILE) in _no_decoding_kernel:
+            kw["kernel_options"] = {"FORCE_USE_FLEX_ATTENTION": True}
+        try:
+            out = _kernel(q.device)(*args, **kw)
+        except Exception:
+            # Seen on an H200 (torch 2.11): float32 steps of fewer than 128 query rows lower to
+            # the flex-decoding template, which offered no kernel config ("NoValidChoicesError");
+            # the general FlexAttention kernel compiles there. Remember the case and use it.
+            if q.device.type != "cuda" or "kernel_options" in kw:
+                raise
+            _no_decoding_kernel.add((q.dtype, q.shape[0] < TILE))
+            kw["kernel_options"] = {"FORCE_USE_FLEX_ATTENTION": True}
+            out = _kernel(q.device)(*args, **kw)
     return out[0].transpose(0, 1)
+
+
+_no_decoding_kernel: set[tuple[torch.dtype, bool]] = set()   # (dtype, short step) the decoding kernel failed
 
 
 def flex_attend(cache: PagedKVCache, batch: FlexBatch):

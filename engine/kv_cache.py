@@ -22,6 +22,9 @@ class PagedKVCache:
         # one tensor for all layers so a swap moves every layer in one copy: [L, 2, N, bs, Hkv, D]
         self.data = torch.zeros(num_layers, 2, num_blocks, block_size, num_kv_heads, head_dim,
                                 dtype=dtype, device=self.device)
+        # the device the pool landed on ("cuda" -> "cuda:0"): buffers compared against it (the
+        # attention workspace) would otherwise never match and be reallocated every layer
+        self.device = self.data.device
         self.k = [self.data[i, 0] for i in range(num_layers)]
         self.v = [self.data[i, 1] for i in range(num_layers)]
         self._k_rows = [t.view(-1, num_kv_heads, head_dim) for t in self.k]

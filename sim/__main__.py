@@ -209,11 +209,15 @@ def cmd_log(args) -> int:
     import os
     from servers.server_log import LABELS, read_log   # a source: only the CLI may import one, lazily
     try:
-        log = read_log(args.log, name=os.path.basename(args.log), engine=args.engine)
+        log = read_log(args.log, name=os.path.basename(args.log), engine=args.engine,
+                       progress=_progress(args.progress, f"{args.log}: "))
     except OSError as e:
         raise SystemExit(f"cannot read {args.log}: {e.strerror or e}")
     except ValueError as e:
         raise SystemExit(str(e)[:200])
+    finally:
+        if args.progress:
+            print(file=sys.stderr)
     r = log.read
     for w in r.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -384,6 +388,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print what the log says as one JSON object")
     p.add_argument("-o", "--out", help="write the Trace file")
     p.add_argument("--engine", choices=("sglang", "vllm", "llama-server"), help="read it as this engine's log")
+    p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
     p.set_defaults(fn=cmd_log)
     p = sub.add_parser("vllm", help="read a vLLM server's step recording (servers/vllm/recorder.py)")
     p.add_argument("recording", help="the recording (JSON lines, plain or .gz)")

@@ -123,6 +123,9 @@ class WindowPicker:
     def _typed(self, lo: int, hi: int) -> None:
         ss = st.session_state
         a, b = int(ss[f"{self.page}_win_first"]), int(ss[f"{self.page}_win_last"])
+        drawn = ss.get(f"{self.page}_win_drawn") or []
+        if (a, b) in drawn:
+            return
         self._set((max(lo, min(a, b)), min(hi, max(a, b))))
 
     def _dragged(self, ov, chart_key: str) -> None:
@@ -166,6 +169,7 @@ class WindowPicker:
                         on_select=lambda: self._dragged(ov, chart_key), selection_mode="box",
                         config={"displaylogo": False})
         ss[f"{self.page}_win_first"], ss[f"{self.page}_win_last"] = first, last
+        ss[f"{self.page}_win_drawn"] = [*(ss.get(f"{self.page}_win_drawn") or [])[-3:], (first, last)]
         c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
         c1.number_input(f"First {self.label}", lo, hi, step=1, key=f"{self.page}_win_first",
                         on_change=self._typed, args=(lo, hi))

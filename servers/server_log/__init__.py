@@ -35,9 +35,9 @@ class ServerLog:
         return self.read.engine
 
 
-def _llama(src, name: str, verdict: Verdict) -> ServerLog:
+def _llama(src, name: str, verdict: Verdict, progress=None) -> ServerLog:
     from servers.llama_server import read_llama_log, summary
-    trace = read_llama_log(src, name=name or None)
+    trace = read_llama_log(src, name=name or None, progress=progress)
     s = summary(trace)
     meta = trace.meta
     read = LogRead(engine="llama-server", name=name, era=f"build {s['build'] or 'unknown'}",
@@ -51,8 +51,10 @@ def _llama(src, name: str, verdict: Verdict) -> ServerLog:
     return ServerLog(verdict, read, trace)
 
 
-def read_log(src, name: str = "", engine: str | None = None) -> ServerLog:
-    """The log at a path or in bytes, read by its engine's reader (`engine` forces one)."""
+def read_log(src, name: str = "", engine: str | None = None, progress=None) -> ServerLog:
+    """The log at a path or in bytes, read by its engine's reader (`engine` forces one).
+    progress(done, total): bytes of the file read (compressed bytes of a gzip) and its size (None
+    when it cannot be told), about every MiB and once at the end, where done == total."""
     if not isinstance(src, (bytes, bytearray, str)) and not hasattr(src, "__fspath__"):
         src = src.read()          # a stream: read once, then detect and parse from the bytes
     verdict = detect(src)
@@ -60,13 +62,13 @@ def read_log(src, name: str = "", engine: str | None = None) -> ServerLog:
     if not which:
         raise ValueError(f"Not an SGLang, vLLM or llama-server log: {verdict.reason}.")
     if which == "llama-server":
-        return _llama(src, name, verdict)
+        return _llama(src, name, verdict, progress)
     from .build import to_trace
-    if which == "sglang":
-        from servers.sglang_log import read_sglang_log as reader
+    if which == "sglang":   # read_sglang_log / read_vllm_log, with the progress callback
+        from servers.sglang_log.reader import SGLangLogReader as Reader
     else:
-        from servers.vllm_log import read_vllm_log as reader
-    read = reader(src, name)
+        from servers.vllm_log.reader import VLLMLogReader as Reader
+    read = Reader(name).read(src, progress=progress)
     if verdict.counts.get("llama-server") and which != "llama-server":
         read.extra["llama_server_points"] = verdict.counts["llama-server"]
     if read.other_engine_lines:

@@ -251,7 +251,9 @@ class LineReader:
         if buf is not None:
             yield buf
 
-    def read(self, src) -> LogRead:
+    def read(self, src, progress=None) -> LogRead:
+        """The log read; progress(done, total): bytes of the file read and its size (text.py)."""
+        self.src.progress = progress
         pending: tuple[int, str, int, int] | None = None     # (line, text, repeat, joins): incomplete
         held: tuple[int, str, int, Parsed] | None = None      # complete, may continue on the next line
         width = wrap_width(textmod.read_head(src, 1 << 20), lambda x: self.parse(x) is not None)

@@ -6,7 +6,10 @@ whatever the name), read line by line with hard limits, so no input can exhaust 
 - a physical line longer than MAX_LINE is cut there (the rest is skipped unread into memory) and
   counted: a real scheduler line is a few hundred characters;
 - bytes are decoded as UTF-8 with errors="replace"; NUL bytes are counted (a binary file);
-- a damaged or cut gzip stream ends the read at the damage, with a warning.
+- a damaged or cut gzip stream ends the read at the damage, with a warning;
+- `Source.progress`, when set, is told progress(done, total): the bytes of the file read
+  (compressed bytes of a gzip) and its size (None for a stream that cannot tell), about every MiB
+  and once at the end (done == total there), as servers/vllm's reader tells it.
 
 `logical_lines()` then splits each physical line at carriage returns (tqdm redraws its bar with
 `\\r`, so a scheduler line may follow a bar on the same physical line) and takes ANSI colour codes
@@ -20,6 +23,7 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 MAX_BYTES = 512 << 20        # unzipped text read at most (a 1 GiB bomb stops here)
 MAX_LINE = 64 << 10          # a physical line's characters kept
@@ -40,6 +44,10 @@ class Source:
     gzip: bool = False
     complete: bool = True
     warnings: list[str] = field(default_factory=list)
+    progress: Callable[[int, int | None], None] | None = field(default=None, repr=False, compare=False)
+
+
+PROGRESS_EVERY = 1 << 20    # bytes of text between two progress calls
 
 
 def read_head(src, limit: int = HEAD_BYTES) -> bytes:
@@ -72,6 +80,11 @@ def _raw_stream(src):
 
 
 def _open(src):
+    return _open_raw(src)[:2]
+
+
+def _open_raw(src):
+    """(the text stream, whether it is gzip, the file's own stream under it)."""
     raw = _raw_stream(src)
     magic = raw.peek(2)[:2] if hasattr(raw, "peek") else None
     if magic is None:
@@ -79,8 +92,25 @@ def _open(src):
         magic = raw.read(2)
         raw.seek(pos)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), True
-    return raw, False
+        return gzip.GzipFile(fileobj=raw, mode="rb"), True, raw
+    return raw, False, raw
+
+
+def _size(src, raw) -> int | None:
+    """The file's size in bytes, None when its stream cannot say."""
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return len(src)
+    try:
+        return os.fstat(raw.fileno()).st_size
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _position(raw, fallback: int) -> int:
+    try:
+        return int(raw.tell())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return fallback
 
 
 def _close(src, stream) -> None:
@@ -95,13 +125,23 @@ def physical_lines(src, source: Source, max_bytes: int | None = None):
     """(line number from 1, text) for each physical line; limits and damage go into `source`."""
     max_bytes = max_bytes or MAX_BYTES
     try:
-        stream, source.gzip = _open(src)
+        stream, source.gzip, raw_file = _open_raw(src)
     except OSError as e:
         source.complete = False
         source.warnings.append(f"cannot open the file: {e.strerror or e}")
         return
+    progress = source.progress
+    total = _size(src, raw_file) if progress is not None else None
+    done = 0
+    next_at = PROGRESS_EVERY
     try:
         while True:
+            if progress is not None and source.bytes_read >= next_at:
+                next_at = source.bytes_read + PROGRESS_EVERY
+                now = _position(raw_file, source.bytes_read)
+                if now > done:
+                    done = now
+                    progress(done, total)
             if source.bytes_read >= max_bytes:
                 source.complete = False
                 source.warnings.append(f"only the first {max_bytes >> 20} MB of text were read; the rest of the "
@@ -131,6 +171,8 @@ def physical_lines(src, source: Source, max_bytes: int | None = None):
                 raw = raw.replace(b"\x00", b"")
             yield source.physical_lines, raw.decode("utf-8", errors="replace").rstrip("\r\n")
     finally:
+        if progress is not None:
+            progress(total if total is not None else max(done, _position(raw_file, source.bytes_read)), total)
         _close(src, stream)
 
 

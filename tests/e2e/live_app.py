@@ -16,6 +16,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def poll(read, check, timeout_s: float, what: str, every_s: float = 0.1):
+    """read() until check(what it read) holds; a read that raises (the page being redrawn) is
+    read again. AssertionError naming `what` and the last reading when time runs out."""
+    end, seen = time.monotonic() + timeout_s, None
+    while time.monotonic() < end:
+        try:
+            seen = read()
+            if check(seen):
+                return seen
+        except Exception as e:   # noqa: BLE001 - the page is being redrawn
+            seen = repr(e)[:300]
+        time.sleep(every_s)
+    raise AssertionError(f"{what}; last reading {seen}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

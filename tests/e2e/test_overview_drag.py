@@ -2,9 +2,9 @@
 lanes redraw on it (ui/window.py)."""
 from __future__ import annotations
 
-import time
-
 from playwright.sync_api import expect
+
+from live_app import poll
 
 PLOTS = "Array.from(document.querySelectorAll('.js-plotly-plot'))"
 FIND = {"overview": f"{PLOTS}.find(p => p.layout && p.layout.meta && p.layout.meta.buckets !== undefined)",
@@ -18,17 +18,7 @@ def lane_span(page) -> tuple[int, int]:
 
 
 def wait_lanes(page, check, timeout_s: float = 30) -> tuple[int, int]:
-    deadline = time.monotonic() + timeout_s
-    span = None
-    while time.monotonic() < deadline:
-        try:
-            span = lane_span(page)
-            if check(span):
-                return span
-        except Exception as e:   # noqa: BLE001 - the chart is being redrawn
-            span = repr(e)[:300]
-        time.sleep(0.2)
-    raise AssertionError(f"the lanes did not redraw as expected; last span {span}")
+    return poll(lambda: lane_span(page), check, timeout_s, "the lanes did not redraw as expected", 0.2)
 
 
 def test_drag_on_the_overview_and_type_a_window(page, app_url):

@@ -107,24 +107,46 @@ def _fast(obj: dict) -> dict | None:
     times); None for anything else (the per-value checks then decide, as they always did).
     TypeError / OverflowError: not plain 64-bit ints. The numbers that become the Trace's
     columns (tokens, computed_before, the counts) are held to +-2**53 here as there; request
-    indices and block ids, only looked up or stored as int64, to 64 bits."""
+    indices and block ids, only looked up or stored as int64, to 64 bits. Written out field by
+    field (no loops over the keys): it runs once a step line."""
     g = obj.get
     sched = g("sched") or ()
     flat = array("q", chain.from_iterable(sched))
-    if len(flat) != 3 * len(sched) or (sched and len(set(map(len, sched))) != 1):
-        return None
-    if flat and (min(flat) < -INT_MAX or max(flat) > INT_MAX):
+    if flat:
+        if len(flat) != 3 * len(sched) or len(set(map(len, sched))) != 1 or \
+                min(flat) < -INT_MAX or max(flat) > INT_MAX:
+            return None
+    elif sched:
         return None
     out = {"sched": flat, "sched_flat": flat}   # tuples only when asked for (steps.py)
-    for k in _LISTS:
-        v = g(k)
-        if v is None:
-            if k in obj or k in ("sampled", "pre"):
-                out[k] = array("q")
-            continue
+    v = g("sampled")
+    if v is None:
+        out["sampled"] = array("q")
+    elif type(v) is not list:
+        return None
+    else:
+        out["sampled"] = array("q", v)
+    v = g("pre")
+    if v is None:
+        out["pre"] = array("q")
+    elif type(v) is not list:
+        return None
+    else:
+        out["pre"] = array("q", v)
+    v = g("running")
+    if v is not None:
         if type(v) is not list:
             return None
-        out[k] = array("q", v)
+        out["running"] = array("q", v)
+    elif "running" in obj:
+        out["running"] = array("q")
+    v = g("waiting")
+    if v is not None:
+        if type(v) is not list:
+            return None
+        out["waiting"] = array("q", v)
+    elif "waiting" in obj:
+        out["waiting"] = array("q")
     fin = g("fin")
     if fin:
         out["fin"] = f = [(i, str(why)) for i, why in fin]
@@ -133,8 +155,8 @@ def _fast(obj: dict) -> dict | None:
         out["fin"] = []
     blocks = g("blocks")
     if blocks:
-        out["blocks"] = bl = [(i, array("q", ids)) for i, ids in blocks]
-        if not all(type(ids) is list for _, ids in blocks):
+        out["blocks"] = bl = [(i, array("q", ids)) for i, ids in blocks if type(ids) is list]
+        if len(bl) != len(blocks):
             return None
         array("q", [i for i, _ in bl])
     else:

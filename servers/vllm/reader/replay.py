@@ -184,29 +184,35 @@ class TraceBuilder:
         n = len(ids)
         if n:
             sampled = st["sampled"]
-            if sampled:
+            if sampled == ids:   # most steps: every entry sampled, in scheduling order
+                self.e_sampled.extend(b"\x01" * n)
+            elif sampled:
                 got = set(sampled)
                 self.e_sampled.extend([x in got for x in ids])
             else:
                 self.e_sampled.extend(bytes(n))
-            uniq = set(ids)
-            if not uniq <= reqs.keys():   # entries of requests never added: left out
-                for j, x in enumerate(ids):
-                    if x not in reqs:
-                        self.e_drop.append(e0 + j)
-                        self.missing += 1
-            new = uniq - self.running
-            if new:
-                new &= reqs.keys()
-                for j, x in enumerate(ids):
-                    if x in new:
-                        new.discard(x)
-                        self._admit(x, reqs[x], e0 + j, k, t0)
+            # most steps schedule only requests that hold a slot (all of them added): nothing to admit
+            # or leave out
+            if not self.running.issuperset(ids):
+                uniq = set(ids)
+                if not uniq <= reqs.keys():   # entries of requests never added: left out
+                    for j, x in enumerate(ids):
+                        if x not in reqs:
+                            self.e_drop.append(e0 + j)
+                            self.missing += 1
+                new = uniq - self.running
+                if new:
+                    new &= reqs.keys()
+                    for j, x in enumerate(ids):
+                        if x in new:
+                            new.discard(x)
+                            self._admit(x, reqs[x], e0 + j, k, t0)
             self.e_flat.extend(flat)
             self.e_count += n
             blocks = st["blocks"]
             if blocks:
                 # in scheduling order (as the entries took them); a request not scheduled takes none
+                uniq = set(ids)
                 taken = dict(blocks)
                 order = sorted((ids.index(x), x) for x in taken if x in uniq) if len(taken) > 1 else \
                     [(0, x) for x in taken if x in uniq]

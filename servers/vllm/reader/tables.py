@@ -36,19 +36,24 @@ def _np(buf: array) -> np.ndarray:
     return np.array(buf, dtype=np.dtype(buf.typecode)) if len(buf) else np.zeros(0, dtype=np.dtype(buf.typecode))
 
 
-def _latest(records, rows: np.ndarray, at: np.ndarray, width: int, default) -> np.ndarray:
-    """Per (row, entry): the value of the last record (row, from entry, value) of that row at or
-    before that entry, in record order among equals; `default` where there is none."""
+def _latest(records, rows: np.ndarray, query: np.ndarray, width: int, default) -> np.ndarray:
+    """Per (row, entry), query = row * width + entry: the value of the last record (row, from
+    entry, value) of that row at or before that entry, in record order among equals; `default`
+    where there is none. (In place where it can: every temporary here is as long as the entries.)"""
     r_row, r_at, r_val = (_np(b) for b in records)
     if not len(r_row):
         return np.full(len(rows), default, dtype=np.int64)
     keys = r_row * width + r_at
     order = np.argsort(keys, kind="stable")
     keys, r_row, r_val = keys[order], r_row[order], r_val[order]
-    pos = np.searchsorted(keys, rows * width + at, side="right") - 1
+    pos = np.searchsorted(keys, query, side="right")
+    pos -= 1
     ok = pos >= 0
-    ok[ok] = r_row[pos[ok]] == rows[ok]
-    return np.where(ok, r_val[np.maximum(pos, 0)], default)
+    np.maximum(pos, 0, out=pos)
+    ok &= r_row[pos] == rows
+    out = r_val[pos]
+    out[~ok] = default
+    return out
 
 
 def _group_starts(sorted_rows: np.ndarray) -> np.ndarray:
@@ -89,8 +94,11 @@ def build(b, rec) -> Trace:
     row = vals[np.searchsorted(keys, flat[:, 0])] if len(flat) else np.zeros(0, dtype=np.int64)
     tokens, before = flat[:, 1], flat[:, 2]
     width = n_e + 1
-    slot = _latest(b.admits, row, at, width, -1)
-    horizon = _latest(b.preempts, row, at, width, 0)
+    query = row * width
+    query += at
+    slot = _latest(b.admits, row, query, width, -1)
+    horizon = _latest(b.preempts, row, query, width, 0)
+    del query
     # tokens the request sampled before each entry (its entries in order: a running count per request)
     by_row = np.argsort(row, kind="stable")
     s_sorted = sampled[by_row].astype(np.int64)
@@ -99,7 +107,10 @@ def build(b, rec) -> Trace:
     first = _group_starts(rows_sorted)
     start_of = np.repeat(csum[first] - s_sorted[first], np.diff(np.append(first, len(row))))
     out_before = np.empty(len(row), dtype=np.int64)
-    out_before[by_row] = csum - s_sorted - start_of
+    csum -= s_sorted
+    csum -= start_of
+    out_before[by_row] = csum
+    del csum, start_of
     prompt_len = np.fromiter((r.add["prompt_len"] for r in reqs), dtype=np.int64, count=n_rows)
     redo_mask = before < horizon
     decode = ~redo_mask & (before >= prompt_len[row]) & (out_before > 0)
