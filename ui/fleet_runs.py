@@ -26,6 +26,7 @@ from sim.cost import cost_from_preset
 from sim.fleet import FleetSettings, FleetTrace, fleet_summary, simulate_fleet
 from sim.fleet.recorded import agreement, replay
 from sim.workload import Workload, effective_config
+from ui.runs import ProgressBar
 
 MAX_PAGE_REQUESTS = 50_000
 MAX_TOKEN_ROWS = 4_000_000
@@ -74,8 +75,12 @@ def _cached_fleet(workload_json: str, settings_json: str, config_json: str, cost
     s = json.loads(settings_json)
     settings = FleetSettings(**{k: v for k, v in s.items()})
     t0 = time.perf_counter()
-    fleet = simulate_fleet(wl, settings, json.loads(config_json), cost=cost_from_preset(cost_key),
-                           max_requests=MAX_PAGE_REQUESTS)
+    bar = ProgressBar(f"Simulating {settings.replicas} replicas ({settings.router})…")
+    try:
+        fleet = simulate_fleet(wl, settings, json.loads(config_json), cost=cost_from_preset(cost_key),
+                               max_requests=MAX_PAGE_REQUESTS, progress=bar)
+    finally:
+        bar.close()
     return fleet, time.perf_counter() - t0
 
 

@@ -46,29 +46,37 @@ def run_key(workload: Workload, config: dict, cost_key: str) -> str:
     return hashlib.sha256(f"{w}\0{c}\0{cost_key}".encode()).hexdigest()[:16]
 
 
+class ProgressBar:
+    """progress(done, total) for a simulation: a bar drawn on the first call (inside a cached
+    function, so a cache hit replays it), redrawn when the whole percent changes, gone on close()."""
+
+    def __init__(self, what: str):
+        self.what, self.bar, self.shown = what, None, -1
+
+    def __call__(self, done: int, total: int) -> None:
+        pct = min(100, int(100 * done / max(total, 1)))
+        if pct != self.shown:
+            self.shown = pct
+            text = f"{self.what} {done:,} of {total:,} requests done"
+            if self.bar is None:
+                self.bar = st.progress(pct, text=text)
+            else:
+                self.bar.progress(pct, text=text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.empty()
+
+
 @st.cache_data(max_entries=32, show_spinner="Simulating…")
 def _cached_run(workload_json: str, config_json: str, cost_key: str, name: str) -> Trace:
     wl = Workload.from_json(json.loads(workload_json), name=name)
-    bar = None
-    shown = -1
-
-    def progress(done: int, total: int) -> None:  # called every 1,000 steps
-        nonlocal bar, shown
-        pct = int(100 * done / max(total, 1))
-        if pct != shown:
-            shown = pct
-            text = f"Simulating… {done:,} of {total:,} requests done"
-            if bar is None:
-                bar = st.progress(pct, text=text)  # made here, so the cache can replay it
-            else:
-                bar.progress(pct, text=text)
-
+    bar = ProgressBar("Simulating…")
     try:
         return simulate(wl, json.loads(config_json), cost=cost_from_preset(cost_key), max_steps=MAX_STEPS,
-                        progress=progress, max_batch_rows=MAX_BATCH_ROWS)
+                        progress=bar, max_batch_rows=MAX_BATCH_ROWS)
     finally:
-        if bar is not None:
-            bar.empty()
+        bar.close()
 
 
 def run_trace(workload: Workload, config: dict, cost_key: str) -> Trace:

@@ -23,6 +23,7 @@ import heapq
 import json
 import math
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -461,11 +462,13 @@ def replica_configs(workload: Workload, settings: FleetSettings, config: dict | 
 
 
 def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, config: dict | None = None, *,
-                   cost=None, costs: list | None = None, digest: bool = False, max_requests: int | None = None):
+                   cost=None, costs: list | None = None, digest: bool = False, max_requests: int | None = None,
+                   progress: Callable[[int, int], None] | None = None):
     """Run `workload` on a fleet of simulated replicas behind a router; returns a FleetTrace
     (each replica's Trace, or Digest with `digest`, and the routing table). `cost`: every
     replica's step-time model; `costs`: one per replica instead (e.g. fitted on each replica's
-    recording), all in one time unit."""
+    recording), all in one time unit. progress(done, total): requests finished (or turned away)
+    of all, about every 1,000 steps of any replica and once at the end; it does not change the run."""
     s = (settings or FleetSettings()).check()
     cost = cost or (costs[0] if costs else None) or UnitsCost()
     if costs is not None and (len(costs) != s.replicas or len({c.time_unit for c in costs}) != 1):
@@ -483,11 +486,18 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
             raise ValueError(f"replica {i}: {e}") from None
         b.view = ReplicaView(i, 0, 0, 0, 0.0, 0, cfg.num_gpu_blocks - 1, cfg.block_size)
         backends.append(b)
+    if progress is not None:
+        def tick() -> None:
+            progress(sum(b.n_done for b in backends), len(reqs))
+        for b in backends:
+            b.tick = tick
     loop = RoutingLoop(backends, s, router)
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
     for i in order:
         loop.route(reqs[i])
     loop.finish()
+    if progress is not None:
+        progress(len(reqs), len(reqs))
     meta_base = {"source": "simulator", "time_unit": cost.time_unit,
                  "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
                  "workload": workload.name}

@@ -76,6 +76,7 @@ class SimReplica:
         # engine-reported signals after the last schedule(): waiting, running, blocks in use
         self.waiting = self.running = self.used_blocks = 0
         self.view = None   # the fleet sets it
+        self.tick = None   # called every 1,000 steps when set (the fleet's progress)
 
     def check_fits(self, requests) -> None:
         """ValueError when a request dispatched here could never fit this replica's pool."""
@@ -123,6 +124,8 @@ class SimReplica:
             self.step += 1
             step = self.step
             pool.step = step
+            if step % 1000 == 0 and self.tick is not None:
+                self.tick()
             if self.slo_clock:
                 sched.clock = clock
             arrived = []
