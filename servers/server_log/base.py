@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from . import fields
 from . import text as textmod
 from .wrappers import NAMES, classify, take_repeated
 from ..llama_server.prefixes import days_from_civil   # the one civil-date rule of the log readers
@@ -42,8 +43,25 @@ class Clock:
         self.year_known = False
         self.day = 0
         self.kinds: set[str] = set()
+        self._memo: tuple | None = None
+        self._abs: float | None = None
 
     def at(self, date: str | None, md: str | None, hms: str, year_hint: int | None = None) -> float | None:
+        """Seconds from the first record (None for an impossible time). The same arguments as the
+        call before give its answer again: nothing can have turned the day or year in between (a
+        log prints many lines in one second)."""
+        key = (date, md, hms, year_hint)
+        memo = self._memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        self._abs = None
+        t = self._at(date, md, hms, year_hint)
+        # memo only where a second call could not turn the day (or year): its time is not half a day
+        # behind the latest seen (a log mixing clocks can be)
+        self._memo = (key, t) if self._abs is None or self._abs >= self.last - 12 * 3600 else None
+        return t
+
+    def _at(self, date: str | None, md: str | None, hms: str, year_hint: int | None = None) -> float | None:
         try:
             h, mi, s = hms.split(":")
             secs = int(h) * 3600 + int(mi) * 60 + float(s)
@@ -80,6 +98,7 @@ class Clock:
         if self.origin is None:
             self.origin, self.origin_text = t, text
         self.last = t if self.last is None else max(self.last, t)
+        self._abs = t
         return round(t - self.origin, 6)
 
     def describe(self) -> str:
@@ -254,6 +273,7 @@ class LineReader:
     def read(self, src, progress=None) -> LogRead:
         """The log read; progress(done, total): bytes of the file read and its size (text.py)."""
         self.src.progress = progress
+        fields.reset()        # this log's own key templates (fields.Templates)
         pending: tuple[int, str, int, int] | None = None     # (line, text, repeat, joins): incomplete
         held: tuple[int, str, int, Parsed] | None = None      # complete, may continue on the next line
         width = wrap_width(textmod.read_head(src, 1 << 20), lambda x: self.parse(x) is not None)

@@ -61,21 +61,27 @@ def _steps(batches: list[dict]) -> pd.DataFrame:
 
 
 def _counters(records: list[dict], gauges: tuple[str, ...], lane_key: str) -> pd.DataFrame:
-    step, name, value, time, lane = [], [], [], [], []
-    for i, r in enumerate(records):
-        for g in gauges:
-            v = r.get(g)
-            if v is None or isinstance(v, bool):
-                continue
-            step.append(i)
-            name.append(g)
-            value.append(float(v))
-            time.append(_num(r["t"]))
-            lane.append(r.get(lane_key) or "")
-    if not step:
+    """One row per (record, gauge it has), in record order, then gauge order."""
+    steps, which, values = [], [], []
+    for gi, g in enumerate(gauges):
+        col = [r.get(g) for r in records]
+        idx = [i for i, v in enumerate(col) if v is not None and v.__class__ is not bool]
+        steps.append(np.array(idx, dtype=np.int64))
+        which.append(np.full(len(idx), gi, dtype=np.int64))
+        values.append(np.array([float(col[i]) for i in idx], dtype=float))
+    step = np.concatenate(steps) if steps else np.zeros(0, dtype=np.int64)
+    if not len(step):
         return empty_table("counters")
-    return table_from_columns("counters", {"step": step, "tenant": name, "value": value,
-                                           "time": time, "lane": pd.Series(lane, dtype=object)})
+    gi = np.concatenate(which)
+    order = np.lexsort((gi, step))
+    step, gi, value = step[order], gi[order], np.concatenate(values)[order]
+    time = np.array([_num(r["t"]) for r in records], dtype=float)[step]
+    lanes = np.empty(len(records), dtype=object)
+    lanes[:] = [r.get(lane_key) or "" for r in records]
+    names = np.empty(len(gauges), dtype=object)
+    names[:] = list(gauges)
+    return table_from_columns("counters", {"step": step, "tenant": names[gi], "value": value,
+                                           "time": time, "lane": pd.Series(lanes[step], dtype=object)})
 
 
 def _requests(reqs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:

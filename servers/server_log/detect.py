@@ -20,6 +20,9 @@ _VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\
 _LLAMA = re.compile(r"(?:^|\s)(?:slot +\w+: id +\d+|srv +\w+: |que +\w+: )|\bllama_\w+: |\bprint_timings: "
                     r"|^build: \d+ \(|update_slots: ")
 
+_VLLM_WORDS = ("INFO", "DEBUG", "WARNING", "ERROR", "Avg prompt throughput: ")
+_LLAMA_WORDS = ("slot ", "srv ", "que ", "llama_", "print_timings: ", "build: ", "update_slots: ")
+
 
 @dataclass
 class Verdict:
@@ -36,11 +39,12 @@ def detect_text(head: bytes) -> Verdict:
     for line in text.splitlines():
         if len(line) > 65536:
             line = line[:65536]
-        if _SGLANG.search(line):
+        # each regex only where a word it needs is in the line (the same verdict, a fraction of the time)
+        if ("batch" in line or "#running-req: " in line) and _SGLANG.search(line):
             counts["sglang"] += 3
-        if _VLLM.search(line):
+        if any(w in line for w in _VLLM_WORDS) and _VLLM.search(line):
             counts["vllm"] += 3 if "throughput" in line else 1
-        if _LLAMA.search(line):
+        if any(w in line for w in _LLAMA_WORDS) and _LLAMA.search(line):
             counts["llama-server"] += 1
     sample = head[:65536]
     ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32) if sample else 0

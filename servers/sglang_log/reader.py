@@ -26,6 +26,11 @@ ERAS = {
 }
 
 
+def _body(rec: dict) -> tuple:
+    """A batch line's fields as compared between ranks (throughputs differ from rank to rank)."""
+    return tuple((k, repr(v)) for k, v in rec.items() if k not in ("gen_throughput", "throughput"))
+
+
 class SGLangLogReader(LineReader):
     engine = "sglang"
     hold_kinds = frozenset({"batch"})
@@ -75,17 +80,16 @@ class SGLangLogReader(LineReader):
         if repeat > 1:
             out["repeated"] = repeat
         sig = (lane, t, rec["kind"])
-        body = tuple((k, repr(v)) for k, v in rec.items() if k not in ("gen_throughput", "throughput"))
         leader = self.leader.setdefault(lane, ranks)
         if ranks not in self.ranks_seen and len(self.ranks_seen) < 64:
             self.ranks_seen.append(ranks)
         if ranks != leader:
-            if body in self.kept.get(sig, ()):
+            if _body(rec) in [_body(r) for r in self.kept.get(sig, ())]:
                 self.out.duplicates += 1
             else:
                 self.differing += 1
             return
-        self.kept.setdefault(sig, []).append(body)
+        self.kept.setdefault(sig, []).append(rec)      # compared (_body) only when another rank logs
         if len(self.kept) > 4096:             # only recent times matter (ranks log together)
             for k in list(self.kept)[:2048]:
                 del self.kept[k]

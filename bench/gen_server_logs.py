@@ -1,0 +1,255 @@
+"""Seeded, synthetic SGLang and vLLM server logs of any size, in the forms the readers accept
+(servers/sglang_log, servers/vllm_log), for timing the readers (bench/bench_server_logs.py).
+
+    .venv/bin/python bench/gen_server_logs.py sglang OUT.log [--mb 100] [--seed 1] [--era mix]
+    .venv/bin/python bench/gen_server_logs.py vllm OUT.log [--mb 100] [--seed 1] [--era mix]
+
+The lines come from a small seeded model of a busy server (Poisson arrivals, a queue, a running
+batch that prefills and decodes), so the numbers in them hang together (running and queued
+counts, KV tokens that grow by the running count each decode step).
+
+SGLang: a line for every decode step (`--decode-log-interval 1`) and one per prefill batch,
+uvicorn access lines, a `Receive:` line per request as `--log-requests` prints it (1 in 8);
+eras (`--era`): `legacy` (2024-04 `new fill batch.` / bare `#running-req:` lines, `[gpu_id=0]`),
+`2024` (`[HH:MM:SS TP0] Prefill batch. ... cache hit rate`), `period` (2025, `[date time TP0]`),
+`comma` (late 2025, `[date time DP0 TP0]`, `cuda graph`, `input throughput`); `mix`: a quarter
+of the file in each, in that order (one file with several eras; one rank, `TP0`, throughout: the
+reader keeps one rank per DP group, so a file whose rank prefix changed would read as two ranks).
+
+vLLM: a stats line every second (`VLLM_LOG_STATS_INTERVAL=1`) and the request lines of every
+request (`Received request` with its SamplingParams, `Added request`, uvicorn's access line);
+eras: `v0` (`metrics.py:N]` Running / Swapped / Pending, `Received request ...: prompt: '...',
+params: ..., prompt_token_ids: [...]`), `v1` (early 2025: `[loggers.py:N]`, no engine label),
+`v1engine` (mid 2025 on: `(APIServer pid=1)`, `Engine 000:`, Preemptions, Prefix cache hit rate,
+`params: SamplingParams(...)` only); `mix`: a third each.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+SG_ERAS = ("legacy", "2024", "period", "comma")
+VL_ERAS = ("v0", "v1", "v1engine")
+DAY0 = (2025, 3, 14)
+
+
+def _clock(t: float) -> tuple[str, str, str]:
+    """(date YYYY-MM-DD, month-day MM-DD, HH:MM:SS) of t seconds after DAY0 08:00:00."""
+    s = int(t) + 8 * 3600
+    d, s = divmod(s, 86400)
+    day = DAY0[2] + d          # the generated spans stay inside March
+    return f"{DAY0[0]}-{DAY0[1]:02d}-{day:02d}", f"{DAY0[1]:02d}-{day:02d}", f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class Server:
+    """A busy server's batches: each step() is one scheduler step (a prefill batch when requests
+    wait and there is room, else a decode step) with the state after it."""
+
+    def __init__(self, rng: random.Random, step_s: float = 0.03, rate: float = 6.0, max_running: int = 48,
+                 pool_tokens: int = 200_000) -> None:
+        self.rng, self.step_s, self.rate = rng, step_s, rate
+        self.max_running, self.pool = max_running, pool_tokens
+        self.t = 0.0
+        self.next_arrival = 0.0
+        self.queue: list[list[int]] = []     # [id, prompt, output]
+        self.running: list[list[int]] = []   # [id, tokens held, left to generate]
+        self.nid = 0
+        self.arrived: list[tuple[int, int, int]] = []    # (id, prompt, max_tokens) since the last take
+        self.finished: list[int] = []
+
+    def step(self) -> dict:
+        rng = self.rng
+        while self.next_arrival <= self.t:
+            p, o = rng.randint(64, 3000), rng.randint(16, 600)
+            self.queue.append([self.nid, p, o])
+            self.arrived.append((self.nid, p, o))
+            self.nid += 1
+            self.next_arrival += rng.expovariate(self.rate * (0.5 + (int(self.t / 300) % 3) / 2))
+        held = sum(r[1] for r in self.running)
+        if self.queue and len(self.running) < self.max_running and held + self.queue[0][1] < self.pool:
+            new, tok = [], 0
+            while (self.queue and len(self.running) + len(new) < self.max_running and tok < 8192
+                   and held + tok + self.queue[0][1] < self.pool):
+                q = self.queue.pop(0)
+                new.append(q)
+                tok += q[1]
+            cached = sum(rng.choice((0, 0, q[1] // 4, q[1] // 2)) for q in new)
+            for q in new:
+                self.running.append([q[0], q[1], q[2]])
+            self.t += self.step_s * (1 + tok / 2048)
+            return {"kind": "prefill", "t": self.t, "new_seqs": len(new), "new_tokens": tok - cached,
+                    "cached": cached, "running": len(self.running) - len(new), "waiting": len(self.queue),
+                    "usage": (held + tok) / self.pool}
+        for r in self.running:
+            r[1] += 1
+            r[2] -= 1
+        done = [r for r in self.running if r[2] <= 0]
+        self.finished += [r[0] for r in done]
+        self.running = [r for r in self.running if r[2] > 0]
+        n = len(self.running) + len(done)
+        self.t += self.step_s if n else rng.expovariate(self.rate)
+        held = sum(r[1] for r in self.running)
+        return {"kind": "decode", "t": self.t, "running": n, "kv_tokens": held, "waiting": len(self.queue),
+                "usage": held / self.pool}
+
+
+def sglang_lines(era: str, rng: random.Random, srv: Server, mixed: bool = False):
+    """SGLang's lines of `era`, for ever. mixed: the legacy lines under the `[date time TP0]` prefix the
+    other eras' lines have (one server's rank throughout: the reader keeps one rank per DP group)."""
+    legacy = "[gpu_id=0] "
+    ranks = " TP0" if mixed else " DP0 TP0"
+    while True:
+        r = srv.step()
+        date, _, hms = _clock(r["t"])
+        gen = round(r["running"] / srv.step_s * rng.uniform(0.9, 1.1), 2)
+        stamp = hms if era == "2024" else f"{date} {hms}"     # 2024's prefix: time of day only
+        for rid, p, _o in srv.arrived:
+            if rid % 8 == 0:
+                yield (f"[{stamp}] Receive: obj=GenerateReqInput(text=None, input_ids=[{p} ids], "
+                       f"sampling_params={{'max_new_tokens': {_o}}}, rid='{rid:032x}')")
+        srv.arrived.clear()
+        for rid in srv.finished:
+            yield f'[{stamp}] INFO:     127.0.0.1:{40000 + rid % 20000} - "POST /generate HTTP/1.1" 200 OK'
+        srv.finished.clear()
+        u = r["usage"]
+        if era == "legacy":
+            if mixed:
+                legacy = f"[{date} {hms} TP0] "
+            if r["kind"] == "prefill":
+                hit = 100.0 * r["cached"] / max(r["cached"] + r["new_tokens"], 1)
+                yield (f"{legacy}new fill batch. #seq: {r['new_seqs']}. #cached_token: {r['cached']}. "
+                       f"#new_token: {r['new_tokens']}. #remaining_req: {r['waiting']}. #running_req: {r['running']}. "
+                       f"tree_cache_hit_rate: {hit:.2f}%.")
+            else:
+                yield (f"{legacy}#running-req: {r['running']}, #token: {r['kv_tokens']}, token usage: {u:.2f}, "
+                       f"gen throughput (token/s): {gen:.2f}, #queue-req: {r['waiting']}")
+        elif era == "2024":
+            if r["kind"] == "prefill":
+                hit = 100.0 * r["cached"] / max(r["cached"] + r["new_tokens"], 1)
+                yield (f"[{hms} TP0] Prefill batch. #new-seq: {r['new_seqs']}, #new-token: {r['new_tokens']}, "
+                       f"#cached-token: {r['cached']}, cache hit rate: {hit:.2f}%, token usage: {u:.2f}, "
+                       f"#running-req: {r['running']}, #queue-req: {r['waiting']}")
+            else:
+                yield (f"[{hms} TP0] Decode batch. #running-req: {r['running']}, #token: {r['kv_tokens']}, "
+                       f"token usage: {u:.2f}, gen throughput (token/s): {gen:.2f}, #queue-req: {r['waiting']}")
+        elif era == "period":
+            if r["kind"] == "prefill":
+                yield (f"[{date} {hms} TP0] Prefill batch. #new-seq: {r['new_seqs']}, #new-token: {r['new_tokens']}, "
+                       f"#cached-token: {r['cached']}, token usage: {u:.2f}, #running-req: {r['running']}, "
+                       f"#queue-req: {r['waiting']}, ")
+            else:
+                yield (f"[{date} {hms} TP0] Decode batch. #running-req: {r['running']}, #token: {r['kv_tokens']}, "
+                       f"token usage: {u:.2f}, cuda graph: True, gen throughput (token/s): {gen:.2f}, "
+                       f"#queue-req: {r['waiting']}, ")
+        else:
+            if r["kind"] == "prefill":
+                inp = round((r["new_tokens"]) / srv.step_s * rng.uniform(0.2, 0.4), 2)
+                yield (f"[{date} {hms}{ranks}] Prefill batch, #new-seq: {r['new_seqs']}, "
+                       f"#new-token: {r['new_tokens']}, #cached-token: {r['cached']}, token usage: {u:.2f}, "
+                       f"#running-req: {r['running']}, #queue-req: {r['waiting']}, input throughput (token/s): {inp:.2f}")
+            else:
+                yield (f"[{date} {hms}{ranks}] Decode batch, #running-req: {r['running']}, #token: {r['kv_tokens']}, "
+                       f"token usage: {u:.2f}, cuda graph: True, gen throughput (token/s): {gen:.2f}, "
+                       f"#queue-req: {r['waiting']}")
+
+
+SAMPLING = ("SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, "
+            "temperature=0.7, top_p=1.0, top_k=0, min_p=0.0, seed=None, stop=[], stop_token_ids=[], bad_words=[], "
+            "include_stop_str_in_output=False, ignore_eos=False, max_tokens={m}, min_tokens=0, logprobs=None, "
+            "prompt_logprobs=None, skip_special_tokens=True, spaces_between_special_tokens=True, "
+            "truncate_prompt_tokens=None, guided_decoding=None, extra_args=None)")
+
+
+def vllm_lines(era: str, rng: random.Random, srv: Server):
+    """vLLM's lines of `era` (stats every second), for ever."""
+    next_stats = 1.0
+    prompt_tok = gen_tok = 0
+    pre = "(APIServer pid=1) " if era == "v1engine" else ""
+    br = (lambda f: f"{f}]") if era == "v0" else (lambda f: f"[{f}]")
+    preempt = 0
+    while True:
+        r = srv.step()
+        _, md, hms = _clock(r["t"])
+        if r["kind"] == "prefill":
+            prompt_tok += r["new_tokens"]
+        else:
+            gen_tok += r["running"]
+        for rid, p, m in srv.arrived:
+            req = f"cmpl-{rid:032x}"
+            params = SAMPLING.format(m=m)
+            if era == "v0":
+                ids = ", ".join(str(rng.randrange(32000)) for _ in range(min(p, 24)))
+                yield (f"INFO {md} {hms} {br('logger.py:39')} Received request {req}: prompt: '', params: {params}, "
+                       f"prompt_token_ids: [{ids}], lora_request: None, prompt_adapter_request: None.")
+                yield f"INFO {md} {hms} {br('engine.py:267')} Added request {req}."
+            else:
+                yield f"{pre}INFO {md} {hms} {br('logger.py:43')} Received request {req}: params: {params}, lora_request: None."
+                yield f"{pre}INFO {md} {hms} {br('async_llm.py:261')} Added request {req}."
+        srv.arrived.clear()
+        for rid in srv.finished:
+            yield f'{pre}INFO:     127.0.0.1:{40000 + rid % 20000} - "POST /v1/completions HTTP/1.1" 200 OK'
+        srv.finished.clear()
+        while r["t"] >= next_stats:
+            run, wait = len(srv.running), len(srv.queue)
+            u = 100.0 * r["usage"]
+            if era == "v0":
+                yield (f"INFO {md} {hms} {br('metrics.py:449')} Avg prompt throughput: {prompt_tok:.1f} tokens/s, "
+                       f"Avg generation throughput: {gen_tok:.1f} tokens/s, Running: {run} reqs, Swapped: 0 reqs, "
+                       f"Pending: {wait} reqs, GPU KV cache usage: {u:.1f}%, CPU KV cache usage: 0.0%.")
+            elif era == "v1":
+                yield (f"INFO {md} {hms} {br('loggers.py:116')} Avg prompt throughput: {prompt_tok:.1f} tokens/s, "
+                       f"Avg generation throughput: {gen_tok:.1f} tokens/s, Running: {run} reqs, Waiting: {wait} reqs, "
+                       f"GPU KV cache usage: {u:.1f}%, Prefix cache hit rate: {rng.uniform(0, 60):.1f}%")
+            else:
+                preempt += rng.random() < 0.02
+                yield (f"{pre}INFO {md} {hms} {br('loggers.py:236')} Engine 000: Avg prompt throughput: "
+                       f"{prompt_tok:.1f} tokens/s, Avg generation throughput: {gen_tok:.1f} tokens/s, Running: {run} "
+                       f"reqs, Waiting: {wait} reqs, Preemptions: {preempt}, GPU KV cache usage: {u:.1f}%, "
+                       f"Prefix cache hit rate: {rng.uniform(0, 60):.1f}%")
+            prompt_tok = gen_tok = 0
+            next_stats += 1.0
+
+
+def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str = "mix") -> int:
+    """Write about `mb` MB of `engine`'s log to `out`; the bytes written."""
+    rng = random.Random(seed)
+    eras = (SG_ERAS if engine == "sglang" else VL_ERAS) if era == "mix" else (era,)
+    target = int(mb * 1e6)
+    per = target // len(eras)
+    srv = Server(rng)
+    n = 0
+    with open(out, "w", encoding="utf-8", newline="\n") as f:
+        for k, e in enumerate(eras):
+            end = per * (k + 1) if k < len(eras) - 1 else target
+            buf: list[str] = []
+            size = 0
+            gen = sglang_lines(e, rng, srv, len(eras) > 1) if engine == "sglang" else vllm_lines(e, rng, srv)
+            for line in gen:
+                buf.append(line)
+                size += len(line) + 1
+                if len(buf) >= 4096:
+                    f.write("\n".join(buf) + "\n")
+                    buf.clear()
+                    if n + size >= end:
+                        break
+            if buf:
+                f.write("\n".join(buf) + "\n")
+            n += size
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("engine", choices=("sglang", "vllm"))
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--mb", type=float, default=100.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS)
+    a = ap.parse_args()
+    n = generate(a.engine, a.out, a.mb, a.seed, a.era)
+    print(f"{a.out}: {n / 1e6:,.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
