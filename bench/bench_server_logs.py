@@ -11,7 +11,8 @@ RSS from wait4), alternating, the fastest of --repeat kept:
           `Avg prompt throughput`), the floor of finding the lines;
 - read:   servers.server_log.read_log(FILE) (detect, read every line, the Trace);
 - cli:    `python -m sim log FILE --json > /dev/null` (the same and the JSON printed);
-- gz:     (--gz) the cli on FILE.gz.
+- gz:     (--gz) the cli on FILE.gz;
+- old:    (--old DIR) read_log of another checkout's readers (`git archive REV servers | tar -x -C DIR`).
 The load average (/proc/loadavg) is printed beside each figure: the machine is shared.
 """
 from __future__ import annotations
@@ -67,6 +68,7 @@ def main() -> int:
     ap.add_argument("--gz", action="store_true")
     ap.add_argument("--only", choices=tuple(PATTERNS))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--old", type=Path, help="a directory holding another checkout's servers/ package")
     a = ap.parse_args()
     a.dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -80,11 +82,14 @@ def main() -> int:
             with open(f, "rb") as src, gzip.open(f"{f}.gz", "wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst)
         size = f.stat().st_size
-        runs: dict[str, list] = {"grep": [], "read": [], "cli": [], "gz": []}
+        runs: dict[str, list] = {"grep": [], "read": [], "cli": [], "gz": [], "old": []}
         for _ in range(a.repeat):
             runs["grep"].append(measure(["grep", "-c", pat, str(f)], subprocess.PIPE))
             runs["read"].append(measure([PY, "-c", READ, str(f)], subprocess.PIPE))
             runs["cli"].append(measure([PY, "-m", "sim", "log", str(f), "--json"]))
+            if a.old:
+                runs["old"].append(measure([PY, "-c", f"import sys; sys.path.insert(0, {str(a.old)!r}); " + READ, str(f)],
+                                           subprocess.PIPE))
             if a.gz:
                 runs["gz"].append(measure([PY, "-m", "sim", "log", f"{f}.gz", "--json"]))
         g = best(runs["grep"])

@@ -179,7 +179,7 @@ def vllm_lines(era: str, rng: random.Random, srv: Server):
             req = f"cmpl-{rid:032x}"
             params = SAMPLING.format(m=m)
             if era == "v0":
-                ids = ", ".join(str(rng.randrange(32000)) for _ in range(min(p, 24)))
+                ids = ", ".join(str(rng.randrange(32000)) for _ in range(p))
                 yield (f"INFO {md} {hms} {br('logger.py:39')} Received request {req}: prompt: '', params: {params}, "
                        f"prompt_token_ids: [{ids}], lora_request: None, prompt_adapter_request: None.")
                 yield f"INFO {md} {hms} {br('engine.py:267')} Added request {req}."
@@ -208,7 +208,7 @@ def vllm_lines(era: str, rng: random.Random, srv: Server):
                        f"reqs, Waiting: {wait} reqs, Preemptions: {preempt}, GPU KV cache usage: {u:.1f}%, "
                        f"Prefix cache hit rate: {rng.uniform(0, 60):.1f}%")
             prompt_tok = gen_tok = 0
-            next_stats += 1.0
+            next_stats = float(int(r["t"])) + 1.0     # one line a second at most (an idle gap prints none)
 
 
 def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str = "mix") -> int:

@@ -191,3 +191,39 @@ def records_table(read: dict) -> pd.DataFrame:
         return pd.DataFrame({"line": pd.Series([], dtype="int64")})
     df = pd.DataFrame([{k: (str(v) if isinstance(v, dict) else v) for k, v in r.items()} for r in recs])
     return df
+
+
+RESIM_ROWS = (("running", "Running requests", 1.0), ("waiting", "Waiting requests", 1.0), ("kv_usage", "KV usage (%)", 100.0),
+              ("prompt_throughput", "Prompt throughput (tokens/s)", 1.0),
+              ("generation_throughput", "Generation throughput (tokens/s)", 1.0))
+LOG_COLOUR, SIM_COLOUR = "#4E79A7", "#E15759"
+
+
+def resim_figure(compare: pd.DataFrame) -> go.Figure:
+    """The log's gauges (as logged) beside the simulator's on the implied workload, at the log's own
+    times: one row per gauge (servers.server_log.resim.resimulate's `compare`: time, gauge, log, sim)."""
+    gauges = [g for g in RESIM_ROWS if (compare["gauge"] == g[0]).any()]
+    rows = max(len(gauges), 1)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=tuple(w for _, w, _ in gauges) or ("",))
+    mode = "lines+markers" if len(compare) <= 2000 * max(rows, 1) else "lines"
+    for r, (g, words, scale) in enumerate(gauges, start=1):
+        d = compare[compare["gauge"] == g]
+        if len(d) > MAX_POINTS:
+            d = d.iloc[:: math.ceil(len(d) / MAX_POINTS)]
+        for col, name, colour, dash in (("log", "the log", LOG_COLOUR, "solid"),
+                                        ("sim", "simulated (implied workload)", SIM_COLOUR, "dot")):
+            fig.add_trace(go.Scatter(x=d["time"].to_numpy(dtype=float), y=d[col].to_numpy(dtype=float) * scale,
+                                     mode=mode, name=name, legendgroup=col, showlegend=r == 1,
+                                     line={"color": colour, "dash": dash, "width": 1.6}, marker={"size": 4},
+                                     hovertemplate="%{y:,.4g}<extra>" + name + "</extra>"), row=r, col=1)
+        fig.update_yaxes(rangemode="tozero", row=r, col=1)
+    fig.update_layout(meta={"gauges": [g for g, _, _ in gauges], "points": int(len(compare))})
+    return _layout(fig, 150 * rows + 80, "time on the log's clock (s)", rows)
+
+
+def resim_settings_table(implied: dict) -> pd.DataFrame:
+    """The simulator's settings for the implied workload beside what the log stated (resim JSON's `implied`)."""
+    cfg, said = implied["config"], implied["from_log"]
+    return pd.DataFrame({"setting": list(cfg), "simulated": [str(v) for v in cfg.values()],
+                         "in the log": [str(said.get(k, "–")) for k in cfg]}).astype(str)

@@ -15,8 +15,10 @@ from pathlib import Path
 import streamlit as st
 
 from figures.animate import from_spec
-from figures.serverlog import CONFIG, batch_timeline, gauges_figure, records_table, verdict_table
+from figures.serverlog import (CONFIG, batch_timeline, gauges_figure, records_table, resim_figure,
+                               resim_settings_table, verdict_table)
 from servers.server_log import LABELS, ServerLog, read_log
+from servers.server_log.resim import resimulate
 from sim.jsonout import dumps_strict
 from ui import data_dir, primer
 from ui.data_pick import FolderPicker
@@ -38,12 +40,19 @@ SAMPLES = {
                 "`Engine 000` stats lines every 10 s, collected with `docker logs --timestamps`."),
     "vllm_v0": ("01_vllm_12314.log.gz", "vLLM V0 · stats lines",
                 "The V0 engine's `metrics.py` line every 5 s: Running, Swapped, Pending, GPU and CPU KV usage."),
+    "vllm_cpu_requests": ("vllm_cpu_requests.log.gz", "vLLM 0.32 (real, this project's run) · --enable-log-requests",
+                          "A real vllm-cpu server run here (bench/make_vllm_server_logs.py): a queue builds up, a small "
+                          "KV pool, shared prefixes; a line per request received, so its workload can be re-simulated."),
+    "vllm_cpu_default": ("vllm_cpu_default.log.gz", "vLLM 0.32 (real, this project's run) · default logging",
+                         "The same server and traffic with vLLM's default logging: stats lines every 10 s, uvicorn's "
+                         "access lines, no request lines."),
 }
 UPLOAD_KEY = "sl_upload"
 WIN = WindowPicker("sl", label="logged step")  # a long log opens on its overview; the charts show the window
 FOLDER = FolderPicker("keep_sl_file", data_dir.LOGS, "logs")   # files past the upload cap
 SETTINGS = PageSettings("sl", [Setting("keep_sl_sample", "sglang_tp0", str, choices=tuple(SAMPLES)),
-                               Setting("keep_sl_logy", False, bool), FOLDER.setting(), *WIN.settings()])
+                               Setting("keep_sl_logy", False, bool), Setting("keep_sl_resim", True, bool),
+                               FOLDER.setting(), *WIN.settings()])
 
 
 @st.cache_data(max_entries=6, show_spinner="Reading the log…")
@@ -55,6 +64,19 @@ def parse(key: str, name: str, _data) -> ServerLog | str:
         return str(e)[:200]
     except OSError:   # a data-folder file that went away between the listing and the read
         return "the file could not be read."
+
+
+@st.cache_data(max_entries=6, show_spinner="Simulating the workload the log implies…")
+def resim(key: str, _log: ServerLog) -> dict:
+    """The implied workload re-simulated (servers.server_log.resim), or why not: its JSON and figure."""
+    try:
+        res = resimulate(_log.read)
+    except (ValueError, RuntimeError) as e:   # a pool the simulator refuses, the step cap
+        return {"why": f"the simulator could not run it: {e}"[:300]}
+    out = res.to_json()
+    if res.compare is not None:
+        out["figure"] = resim_figure(res.compare).to_plotly_json()
+    return out
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
@@ -86,6 +108,10 @@ with st.sidebar:
         st.caption(SAMPLES[ss["keep_sl_sample"]][2])
     st.header("View")
     st.toggle("Log scale for prompt tokens", key="keep_sl_logy")
+    st.toggle("Re-simulate the implied workload", key="keep_sl_resim",
+              help="Simulate the workload this log implies (vLLM: its request lines and stats; SGLang: its prefill "
+                   "batches) under the settings it states, and draw the simulator's running / waiting / KV usage "
+                   "beside the log's.")
     st.header("Share")
     st.caption("The address bar holds the sample and the view (not an uploaded file).")
     SETTINGS.file_panel()
@@ -152,6 +178,29 @@ st.caption(("Values as each line printed them; " if engine == "sglang" else
             "Running / waiting / KV usage when each stats line was printed; throughputs are averages over the "
             "interval before it; ") + "lines break at the grey unknown spans instead of being drawn across.")
 st.plotly_chart(from_spec(v["gauges"]), key="sl_gauges", theme=None, config=CONFIG)
+
+if ss["keep_sl_resim"]:
+    st.subheader("Re-simulated: the workload this log implies")
+    rs = resim(key, log)
+    imp = rs.get("implied") or {}
+    if imp.get("why_not") or rs.get("why"):
+        st.info(f"Not re-simulated: {plain(imp.get('why_not') or rs.get('why'))}", icon=":material/info:")
+    else:
+        st.caption("The requests the log implies, simulated with this project's scheduler under the settings the log "
+                   "states and a step cost fitted to it, drawn beside what the log says at the log's own times. "
+                   "The log gives no per-request truth: read the assumptions below before the curves.")
+        tot = imp["totals"]
+        c = st.columns(3)
+        c[0].metric("Implied requests", fmt(imp["requests"]))
+        c[1].metric("Prompt tokens (implied / logged)", f"{fmt(tot['implied_prompt_tokens'])} / "
+                                                        f"{fmt(tot['log_prompt_tokens'])}")
+        out_key = "log_generated_tokens" if "log_generated_tokens" in tot else "log_decode_tokens"
+        c[2].metric("Output tokens (implied / logged)", f"{fmt(tot['implied_output_tokens'])} / {fmt(tot[out_key])}")
+        st.plotly_chart(from_spec(rs["figure"]), key="sl_resim", theme=None, config=CONFIG)
+        st.markdown("**What is assumed**")
+        st.markdown("\n".join(f"- {plain(a)}" for a in imp["assumed"]))
+        with st.expander("Settings simulated, and what the log stated"):
+            st.dataframe(resim_settings_table(imp), hide_index=True, key="sl_resim_cfg")
 
 left, right = st.columns(2, gap="large")
 with left:

