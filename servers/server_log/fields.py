@@ -26,6 +26,8 @@ TEMPLATES_MAX = 16
 
 def value(v: str, unit: str | None = None):
     """A field's value: int, float (a percentage as a fraction 0-1), bool or None."""
+    if v.isdigit():          # the common case first (`v` matched _VALUE: its digits are \d's)
+        return int(v)
     if v in ("True", "False"):
         return v == "True"
     if v == "None":

@@ -45,6 +45,9 @@ class SGLangLogReader(LineReader):
         self.trailing = 0
         self.ranks_seen: list[str] = []
         self.request_count = 0
+        self._strs: dict[str, str] = {}
+        self._lanes: dict[str, str] = {}
+        self._stamp: str | None = None
 
     def parse(self, text: str) -> Parsed | None:
         got = parse_batch(text)
@@ -67,10 +70,19 @@ class SGLangLogReader(LineReader):
             date, hms = meta["date"], meta["time"].replace(",", ".")
         t = self.clock.at(date, None, hms) if hms else None
         ranks = meta["ranks"]
-        dp = _DP.search(ranks)
-        lane = f"DP{dp.group(1)}" if dp else ""
-        out = {"kind": rec["kind"], "line": no, "time": (f"{date} {hms}" if date else hms), "t": t,
-               "lane": lane, "ranks": ranks}
+        lane = self._lanes.get(ranks)      # one string object per distinct rank text: a long log holds them once
+        if lane is None:
+            dp = _DP.search(ranks)
+            lane = f"DP{dp.group(1)}" if dp else ""
+            if len(self._lanes) < 4096:
+                self._strs[ranks] = ranks
+                self._lanes[ranks] = lane
+        else:
+            ranks = self._strs[ranks]
+        stamp = f"{date} {hms}" if date else hms
+        stamp = self._stamp if stamp == self._stamp else stamp
+        self._stamp = stamp
+        out = {"kind": rec["kind"], "line": no, "time": stamp, "t": t, "lane": lane, "ranks": ranks}
         for k in CORE:
             out[k] = rec.get(k)
         for k, v in rec.items():
