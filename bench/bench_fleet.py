@@ -22,8 +22,9 @@ change it.
   RSS (ru_maxrss). Target (issue 25): 64 replicas x 100k requests in < 2 minutes and < 4 GB.
 - router: a 64-replica run of --router-requests requests per router (Digest, no scores kept):
   the time inside router.route and router.dispatched (each call wrapped in perf_counter, ~0.1 µs
-  of the wrapper included), and of it the time making the prompt's token ids and chain hashes
-  (the fleet's _Prompts, which hands the ids on to the replica: made once either way); and the
+  of the wrapper included), and of it the time making the prompt's token ids, text and chain hashes
+  (the fleet's _Prompts: token ids, chain hashes per block size, the text, the ids as an array,
+  the text's hashes; it hands the ids on to the replica: made once either way); and the
   routing loop's own cost per request: the time in RoutingLoop.route less the replicas'
   simulation run inside it (SimReplica.advance, timed the same way): waking the replicas that
   have a step due, refreshing their signals, the routing table's row. Target: < 20 µs a request
@@ -139,6 +140,10 @@ def bench_scale(sizes, n: int, router: str, rate: float, groups: int, max_gb: fl
 
 # -- router: µs per decision --------------------------------------------------------------------
 
+# what the fleet's _Prompts makes of a request's prompt for a router (timed as "the prompt")
+PROMPT_PARTS = ("length", "token_ids", "chain", "text", "token_array", "text_chain")
+
+
 class _Clock:
     def __init__(self):
         self.route = self.dispatched = self.loop = self.advance = self.prompts = 0.0
@@ -158,8 +163,8 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int) -> di
         c = _Clock()
         cls = type(__import__("sim.fleet", fromlist=["make_router"]).make_router(name, replicas))
         saved = {"route": cls.route, "dispatched": cls.dispatched, "advance": SimReplica.advance,
-                 "loop": fleet_mod.RoutingLoop.route, "tokens": fleet_mod._Prompts.token_ids,
-                 "chain": fleet_mod._Prompts.chain}
+                 "loop": fleet_mod.RoutingLoop.route}
+        made = {k: getattr(fleet_mod._Prompts, k) for k in PROMPT_PARTS if hasattr(fleet_mod._Prompts, k)}
         own = {k: k in cls.__dict__ for k in ("route", "dispatched")}   # else inherited: put back by deleting
 
         def route(self, req, ctx, _f=saved["route"]):
@@ -203,10 +208,10 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int) -> di
                     c.prompts += perf_counter() - t
                     inside[0] = False
             return wrapper
-        token_ids, chain = timed_prompt(saved["tokens"]), timed_prompt(saved["chain"])
 
         cls.route, cls.dispatched, SimReplica.advance, fleet_mod.RoutingLoop.route = route, dispatched, advance, loop_route
-        fleet_mod._Prompts.token_ids, fleet_mod._Prompts.chain = token_ids, chain
+        for k, f in made.items():
+            setattr(fleet_mod._Prompts, k, timed_prompt(f))
         t0 = perf_counter()
         try:
             simulate_fleet(wl, FleetSettings(replicas=replicas, router=name, record_scores=False),
@@ -218,12 +223,13 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int) -> di
                 else:
                     delattr(cls, k)
             SimReplica.advance, fleet_mod.RoutingLoop.route = saved["advance"], saved["loop"]
-            fleet_mod._Prompts.token_ids, fleet_mod._Prompts.chain = saved["tokens"], saved["chain"]
+            for k, f in made.items():
+                setattr(fleet_mod._Prompts, k, f)
         wall = perf_counter() - t0
         per = {k: 1e6 * getattr(c, k) / n for k in ("route", "dispatched", "loop", "prompts")}
         per["decision"] = per["route"] + per["dispatched"]
         print(f"{name:>16}: route {per['route']:6.1f} + dispatched {per['dispatched']:5.1f} = {per['decision']:6.1f} µs "
-              f"a decision, of which making the prompt's token ids and block hashes {per['prompts']:5.1f} µs "
+              f"a decision, of which making the prompt's token ids, text and hashes {per['prompts']:5.1f} µs "
               f"(a replica would make them otherwise): the router's own {per['decision'] - per['prompts']:6.1f} µs; "
               f"the routing loop in all {per['loop']:6.1f} µs a request (the replicas' steps left out); the run "
               f"{wall:.1f} s ({load()})", flush=True)

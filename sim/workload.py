@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
@@ -125,10 +126,126 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+_U30, _U27, _U31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_SPAN = np.uint64(VOCAB_SIZE - MIN_TOKEN_ID)
+_LOW = np.uint64(MIN_TOKEN_ID)
+_BLOCK_POS = np.arange(PROMPT_BLOCK_TOKENS, dtype=np.uint64)
+_POS = np.arange(1 << 16, dtype=np.uint64)   # positions of a request's own tokens (a longer prompt: arange)
+
+
+def _token_ids(keys: np.ndarray) -> np.ndarray:
+    """Token ids (uint64) of hash keys: MIN_TOKEN_ID + _mix64(keys) % (VOCAB_SIZE - MIN_TOKEN_ID),
+    in place on `keys` (a fresh array of the caller's): the same values, fewer temporaries."""
+    x = keys
+    t = x >> _U30
+    x ^= t
+    x *= _C1
+    np.right_shift(x, _U27, out=t)
+    x ^= t
+    x *= _C2
+    np.right_shift(x, _U31, out=t)
+    x ^= t
+    x %= _SPAN
+    x += _LOW
+    return x
+
+
+class _BlockTokens:
+    """Prompt block id -> its PROMPT_BLOCK_TOKENS token ids (a list the caller must not change),
+    made once and kept for the `capacity` blocks used last (least recently used out first). A
+    block's tokens are a pure function of its id, so what is cached never changes a result; the
+    ids are shared int objects (a cached block costs its list, ~4 kB). capacity 0: no cache."""
+
+    def __init__(self, capacity: int = 4096):
+        self.capacity = capacity
+        self.blocks: OrderedDict = OrderedDict()
+        self.ints = list(range(VOCAB_SIZE))   # one int object per token id, shared by every cached block
+
+    def lists(self, ids: list) -> list[list[int]]:
+        """The token lists of blocks `ids`, the missing ones made in one numpy pass."""
+        blocks = self.blocks
+        out = [blocks.get(b) for b in ids]
+        miss = [b for b, t in zip(ids, out) if t is None]
+        if miss:
+            miss = list(dict.fromkeys(miss))
+            arr = np.asarray(miss, dtype=np.uint64)
+            toks = _token_ids((arr[:, None] * np.uint64(PROMPT_BLOCK_TOKENS) + _BLOCK_POS).ravel()).tolist()
+            ints = self.ints
+            bs = PROMPT_BLOCK_TOKENS
+            made = {b: list(map(ints.__getitem__, toks[k * bs:(k + 1) * bs])) for k, b in enumerate(miss)}
+            out = [made[b] if t is None else t for b, t in zip(ids, out)]
+            if self.capacity > 0:
+                for b, t in made.items():
+                    blocks[b] = t
+        if self.capacity > 0:
+            for b in ids:
+                blocks.move_to_end(b)
+            while len(blocks) > self.capacity:
+                blocks.popitem(last=False)
+        return out
+
+    def clear(self) -> None:
+        self.blocks.clear()
+
+
+BLOCK_TOKENS = _BlockTokens()
+
+
+def prompt_block_tokens(block: int) -> list[int]:
+    """The token ids of prompt block `block` (cached: do not change the list)."""
+    return BLOCK_TOKENS.lists([block])[0]
+
+
+def own_prompt_tokens(req_id: str, start: int, end: int) -> list[int]:
+    """Tokens `start`..`end` of a prompt past its blocks: keys of this request alone (top bit
+    set, the crc32 of its id above bit 31, plus the position)."""
+    own = np.uint64((1 << 63) | (zlib.crc32(req_id.encode()) << 31))
+    pos = _POS[start:end] if end <= len(_POS) else np.arange(start, end, dtype=np.uint64)
+    return _token_ids(pos + own).tolist()
+
+
+def own_prompt_tokens_many(spans: list[tuple[str, int, int]]) -> list[list[int]]:
+    """own_prompt_tokens for many (request id, start, end) at once: one numpy pass for all."""
+    lens = [max(end - start, 0) for _, start, end in spans]
+    base, at = [], 0
+    for (rid, start, _), k in zip(spans, lens):   # key of element j (0-based in the flat array): base + j
+        base.append((((1 << 63) | (zlib.crc32(rid.encode()) << 31)) + start - at) & _MASK64)
+        at += k
+    if not at:
+        return [[] for _ in spans]
+    keys = np.repeat(np.array(base, dtype=np.uint64), lens)
+    keys += _POS[:at] if at <= len(_POS) else np.arange(at, dtype=np.uint64)
+    flat = _token_ids(keys).tolist()
+    out, at = [], 0
+    for k in lens:
+        out.append(flat[at:at + k])
+        at += k
+    return out
+
+
+_MASK64 = (1 << 64) - 1
+
+
 def block_prompt_tokens(blocks: Sequence[int], prompt_len: int, req_id: str) -> list[int]:
     """Prompt ids for a request named by block ids: block b's tokens are a hash of (b, position),
     so equal ids give equal tokens wherever they appear (a shared prefix for the prefix cache).
-    The last block may be cut short; tokens past the blocks are the request's own."""
+    The last block may be cut short; tokens past the blocks are the request's own. Each block's
+    tokens come from BLOCK_TOKENS (made once); only the request's own tokens are made here."""
+    used = list(blocks)[: -(-prompt_len // PROMPT_BLOCK_TOKENS)]
+    out: list[int] = []
+    for t in BLOCK_TOKENS.lists(used):
+        out += t
+    if len(out) > prompt_len:
+        del out[prompt_len:]
+    elif len(out) < prompt_len:  # more prompt than blocks
+        out += own_prompt_tokens(req_id, len(out), prompt_len)
+    return out
+
+
+def block_prompt_tokens_unmemoized(blocks: Sequence[int], prompt_len: int, req_id: str) -> list[int]:
+    """block_prompt_tokens as one numpy pass over the whole prompt, with no cache (the rule's
+    reference, for tests)."""
     bs = PROMPT_BLOCK_TOKENS
     ids = np.asarray(list(blocks)[: -(-prompt_len // bs)], dtype=np.uint64)
     keys = (ids[:, None] * np.uint64(bs) + np.arange(bs, dtype=np.uint64)).ravel()[:prompt_len]

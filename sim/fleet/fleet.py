@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from array import array
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -30,7 +31,8 @@ import pandas as pd
 
 from ..cost import UnitsCost
 from ..simulate import max_model_len_for, resolve_config
-from ..workload import Workload
+from ..workload import (PROMPT_BLOCK_TOKENS, VOCAB_SIZE, Workload, own_prompt_tokens, own_prompt_tokens_many,
+                        prompt_block_tokens)
 from .prefix_index import FleetPrefixIndex
 from .replica import SimReplica
 from .routes import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
@@ -77,12 +79,28 @@ class FleetSettings:
                 "router_latency": self.router_latency, "replica_configs": self.replica_configs}
 
 
-def chain_hashes(tokens: list[int], block_size: int) -> list[int]:
+def chain_hashes(tokens: list[int], block_size: int, h: int = 0) -> list[int]:
     """Chain hashes of every full block (sim.scheduler.Seq.extend_hashes' rule), so that they
-    match the keys of a replica's prefix cache."""
-    out, h = [], 0
+    match the keys of a replica's prefix cache. `h`: the hash the chain goes on from."""
+    out = []
     for i in range(len(tokens) // block_size):
         h = hash((h, tuple(tokens[i * block_size:(i + 1) * block_size])))
+        out.append(h)
+    return out
+
+
+def text_chain_hashes(text: str, block: int, max_blocks: int, seed: int) -> list[int]:
+    """GIE's approximate prefix hashes of a prompt text (sim/fleet/routers/llmd.py Weighted): its
+    UTF-8 bytes cut to `max_blocks` blocks of `block` bytes (a shorter tail dropped), chain-hashed
+    after `seed`; [] when the text is shorter than one block."""
+    data = text.encode()
+    if len(data) < block:
+        return []
+    data = data[:block * max_blocks]
+    h = seed
+    out = [h]
+    for i in range(0, len(data) - block + 1, block):
+        h = hash((data[i:i + block], h))
         out.append(h)
     return out
 
@@ -101,24 +119,253 @@ class _TokenText(dict):
 _TOKEN_TEXT = _TokenText()
 
 
+def _written(tokens) -> str:
+    return " ".join(map(_TOKEN_TEXT.__getitem__, tokens))
+
+
+_VOCAB_TEXT = [str(t) for t in range(VOCAB_SIZE)]   # a list reads faster than the dict (no key compare)
+
+
+def _written_vocab(tokens) -> str:
+    """_written for ids known to be in [0, VOCAB_SIZE) (those block_prompt_tokens makes)."""
+    return " ".join(map(_VOCAB_TEXT.__getitem__, tokens))
+
+
+class _Prefix:
+    """A node of the tree of prompt-block prefixes: the prefix ending with prompt block `block`
+    (PROMPT_BLOCK_TOKENS tokens, a pure function of its id). It keeps what is made of the prefix
+    once, as its own piece on top of its parent's: per block size the chain hashes of the blocks
+    that end inside it (and the tokens left over, with the hash to go on from); the block's text
+    and array of ids; per text-hash rule the same for the text's bytes."""
+
+    __slots__ = ("parent", "block", "depth", "children", "chains", "text_chains", "_tokens", "_text", "_array")
+
+    def __init__(self, parent, block):
+        self.parent = parent
+        self.block = block
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.children: dict = {}
+        self.chains: dict = {}        # block size -> (hashes ending here, last hash, tokens left over)
+        self.text_chains: dict = {}   # (block bytes, max blocks, seed) -> (hashes, last, bytes left, count)
+        self._tokens = self._text = self._array = None
+
+    def path(self) -> list:
+        """The nodes from the first block down to this one (the root left out)."""
+        out, node = [], self
+        while node.parent is not None:
+            out.append(node)
+            node = node.parent
+        out.reverse()
+        return out
+
+    def tokens(self) -> list[int]:
+        if self._tokens is None:
+            self._tokens = prompt_block_tokens(self.block)
+        return self._tokens
+
+    def text(self) -> str:
+        if self._text is None:
+            self._text = _written_vocab(self.tokens())
+        return self._text
+
+    def array(self):
+        if self._array is None:
+            self._array = array("I", self.tokens())
+        return self._array
+
+    def chain(self, block_size: int) -> tuple:
+        """(hashes of the blocks ending in this prompt block, the chain's last hash, the tokens
+        after the last full block), made from the parent's (its own made first if need be)."""
+        c = self.chains.get(block_size)
+        if c is None:
+            parent = self.parent
+            if parent is None:
+                c = ([], 0, [])
+            else:
+                _, h, carry = parent.chain(block_size)
+                data = carry + self.tokens() if carry else self.tokens()
+                piece = chain_hashes(data, block_size, h)
+                c = (piece, piece[-1] if piece else h, data[len(piece) * block_size:])
+            self.chains[block_size] = c
+        return c
+
+    def text_chain(self, key: tuple) -> tuple:
+        """(hashes of the text blocks ending in this prefix's text, the last hash, the bytes after
+        the last full block, blocks so far) for the rule `key` = (block, max_blocks, seed)."""
+        c = self.text_chains.get(key)
+        if c is None:
+            parent = self.parent
+            if parent is None:
+                c = ([], key[2], b"", 0)
+            else:
+                _, h, carry, count = parent.text_chain(key)
+                block, max_blocks, _ = key
+                if count >= max_blocks:   # the text past the first max_blocks blocks is not hashed
+                    c = ([], h, b"", count)
+                else:
+                    data = carry + b" " + self.text().encode() if parent.parent is not None else self.text().encode()
+                    piece = _chunk_hashes(data, block, max_blocks - count, h)
+                    c = (piece, piece[-1] if piece else h, data[len(piece) * block:], count + len(piece))
+            self.text_chains[key] = c
+        return c
+
+
+def _chunk_hashes(data: bytes, block: int, most: int, h: int) -> list[int]:
+    """Chain hashes of the first (at most `most`) full `block`-byte blocks of data, after h."""
+    out = []
+    for i in range(0, min(len(data) // block, max(most, 0)) * block, block):
+        h = hash((data[i:i + block], h))
+        out.append(h)
+    return out
+
+
+class _PrefixTree:
+    """The prompt-block prefixes seen so far (a trie by block id), at most `capacity` nodes: past
+    that it starts again empty (what it holds never changes a result, only how fast it comes).
+    capacity 0: no tree (every request's prompt made whole, the reference)."""
+
+    def __init__(self, capacity: int = 8192):
+        self.capacity = capacity
+        self.root = _Prefix(None, None)
+        self.nodes = 0
+
+    def node(self, blocks) -> _Prefix | None:
+        """The node of prefix `blocks` (made if new), or None for a prefix longer than the tree
+        may hold."""
+        if len(blocks) > self.capacity:
+            return None
+        node = self.root
+        for b in blocks:
+            child = node.children.get(b)
+            if child is None:
+                if self.nodes >= self.capacity:
+                    self.clear()
+                    return self.node(blocks)
+                child = node.children[b] = _Prefix(node, b)
+                self.nodes += 1
+            node = child
+        return node
+
+    def clear(self) -> None:
+        self.root = _Prefix(None, None)
+        self.nodes = 0
+
+
+PREFIX_TREE_NODES = 8192   # the default capacity of a routing loop's prefix tree
+OWN_BATCH = 256            # requests whose own ids are made together (one numpy pass)
+
+
 class _Prompts:
     """The current request's prompt (token ids, text, chain hashes per block size), made once
-    per decision and only if a router asks."""
+    per decision and only if a router asks. A request named by prompt blocks (and no ids of its
+    own) is made from the tree of block prefixes: the pieces of its whole blocks are made once
+    for every request sharing them, and only the rest (a cut last block, or its own tokens past
+    the blocks) is made for it. Its whole list of ids is made only if a router asks for it
+    (else the replica makes it, from the same cached blocks)."""
 
-    def __init__(self):
+    def __init__(self, capacity: int | None = None):
+        self.tree = _PrefixTree(PREFIX_TREE_NODES if capacity is None else capacity)
         self.req = None
         self.tokens = None
         self.written = None
         self.hashes: dict[int, list[int]] = {}
+        self.prefix = None   # (node of the request's whole blocks, tokens they cover, the ids after them), or False
+        # the requests in the order they will be routed (plan), so that the own ids of the next
+        # OWN_BATCH requests are made in one numpy pass: index in order -> ids made ahead
+        self.order: list | None = None
+        self.where: dict[int, int] = {}
+        self.ahead: dict[int, list[int]] = {}
+
+    def plan(self, requests: list) -> None:
+        """The requests in the order they will be routed (their own ids are then made in batches)."""
+        self.order = list(requests)
+        self.where = {id(r): i for i, r in enumerate(self.order)}
+        self.ahead = {}
+
+    @staticmethod
+    def _own_span(req):
+        """(id, start, end) of the ids of `req` past its prompt blocks, if it is made of blocks
+        and has some."""
+        blocks = req.prompt_blocks
+        if blocks is None or req.prompt_token_ids is not None:
+            return None
+        n = req.prompt_len
+        start = len(blocks) * PROMPT_BLOCK_TOKENS
+        return (req.id, start, n) if start < n else None
+
+    def _own(self, req, start: int, end: int) -> list[int]:
+        i = self.where.get(id(req))
+        if i is None or self.order[i] is not req:
+            return own_prompt_tokens(req.id, start, end)
+        got = self.ahead.pop(i, None)
+        if got is None:
+            idx, spans = [], []
+            for j in range(i, min(i + OWN_BATCH, len(self.order))):
+                sp = self._own_span(self.order[j])
+                if sp is not None:
+                    idx.append(j)
+                    spans.append(sp)
+            self.ahead = dict(zip(idx, own_prompt_tokens_many(spans)))   # what was not asked for is dropped
+            got = self.ahead.pop(i, None)
+            if got is None:
+                return own_prompt_tokens(req.id, start, end)
+        return got
+
+    def replica_ids(self, req):
+        """The ids a router asked for at this decision, as a tuple for the replica (so that it
+        does not make them again), or None if none were asked for (the replica then makes them
+        from the same cached blocks)."""
+        if req is not self.req or req.prompt_token_ids is not None or self.tokens is None:
+            return None
+        return tuple(self.tokens)
 
     def reset(self, req) -> None:
-        self.req, self.tokens, self.hashes, self.written = req, None, {}, None
+        self.req, self.tokens, self.hashes, self.written, self.prefix = req, None, {}, None, None
+
+    def _prefix(self, req):
+        """(node, tokens it covers, the ids after them) for a request made of prompt blocks, else
+        None."""
+        if req is not self.req:
+            self.reset(req)
+        p = self.prefix
+        if p is None:
+            blocks = req.prompt_blocks
+            if blocks is None or req.prompt_token_ids is not None or self.tree.capacity <= 0:
+                p = False
+            else:
+                n = req.prompt_len
+                m = min(len(blocks), n // PROMPT_BLOCK_TOKENS)
+                start = m * PROMPT_BLOCK_TOKENS
+                node = self.tree.node(blocks[:m])
+                if node is None:
+                    p = False
+                elif start >= n:
+                    p = (node, start, [])
+                elif m < len(blocks):   # the last block, cut short
+                    p = (node, start, prompt_block_tokens(blocks[m])[:n - start])
+                else:                   # more prompt than blocks: the request's own ids
+                    p = (node, start, self._own(req, start, n))
+            self.prefix = p
+        return p or None
+
+    def length(self, req) -> int:
+        """len(token_ids(req)), without making them where it is known."""
+        p = self._prefix(req)
+        return req.prompt_len if p is not None else len(self.token_ids(req))
 
     def token_ids(self, req) -> list[int]:
         if req is not self.req:
             self.reset(req)
         if self.tokens is None:
-            self.tokens = req.prompt_tokens()
+            p = self._prefix(req)
+            if p is None:
+                self.tokens = req.prompt_tokens()
+            else:
+                node, _, rest = p
+                out = []
+                for n in node.path():
+                    out += n.tokens()
+                self.tokens = out + rest
         return self.tokens
 
     def text(self, req) -> str:
@@ -127,14 +374,67 @@ class _Prompts:
         if req is not self.req:
             self.reset(req)
         if self.written is None:   # the ids written out, each id's text made once per run
-            self.written = " ".join(map(_TOKEN_TEXT.__getitem__, self.token_ids(req)))
+            p = self._prefix(req)
+            if p is None:
+                self.written = _written(self.token_ids(req))
+            else:
+                node, _, rest = p
+                parts = [n.text() for n in node.path()]
+                if rest:
+                    parts.append(_written_vocab(rest))
+                self.written = " ".join(parts)
         return self.written
 
     def chain(self, req, block_size: int) -> list[int]:
+        if req is not self.req:
+            self.reset(req)
         h = self.hashes.get(block_size)
         if h is None:
-            h = self.hashes[block_size] = chain_hashes(self.token_ids(req), block_size)
+            p = self._prefix(req)
+            if p is None:
+                h = chain_hashes(self.token_ids(req), block_size)
+            else:
+                node, _, rest = p
+                h = []
+                for n in node.path():
+                    h += n.chain(block_size)[0]
+                _, last, carry = node.chain(block_size)
+                h += chain_hashes(carry + rest if carry else rest, block_size, last)
+            self.hashes[block_size] = h
         return h
+
+    def token_array(self, req):
+        """The prompt's ids as an array('I'), or None where an id does not fit one."""
+        p = self._prefix(req)
+        try:
+            if p is None:
+                return array("I", self.token_ids(req))
+            node, _, rest = p
+            out = array("I")
+            for n in node.path():
+                out += n.array()
+            out += array("I", rest)
+            return out
+        except (OverflowError, TypeError):
+            return None
+
+    def text_chain(self, req, block: int, max_blocks: int, seed: int) -> list[int]:
+        """text_chain_hashes of the prompt's text, made from the prefix tree's pieces."""
+        p = self._prefix(req) if req.prompt_text is None else None
+        if p is None:
+            return text_chain_hashes(self.text(req), block, max_blocks, seed)
+        node, _, rest = p
+        key = (block, max_blocks, seed)
+        _, last, carry, count = node.text_chain(key)
+        out = [seed]
+        for n in node.path():
+            out += n.text_chain(key)[0]
+        if rest and count < max_blocks:
+            data = _written_vocab(rest).encode()
+            if node.parent is not None:
+                data = carry + b" " + data
+            out += _chunk_hashes(data, block, max_blocks - count, last)
+        return out if len(out) > 1 else []
 
 
 def _json_scores(scores: dict) -> str:
@@ -201,6 +501,9 @@ class RoutingLoop:
         self.ctx = RouterContext(0.0, views, self._cached_blocks, self.prompts.token_ids, self.prompts.text,
                                  in_flight=self.in_flight, record_scores=settings.record_scores)
         self.ctx.block_hashes = self.prompts.chain   # a router hashing blocks as the replicas do reuses these
+        self.ctx.prompt_length = self.prompts.length   # len(prompt_tokens(req)), without making them
+        self.ctx.prompt_token_array = self.prompts.token_array   # the ids as an array('I'), from cached pieces
+        self.ctx.text_block_hashes = self.prompts.text_chain     # GIE's hashes of the text, from cached pieces
         self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
         if self.indexes is not None:
             self.ctx.cached_prefix = self._cached_prefix
@@ -404,8 +707,9 @@ class RoutingLoop:
         self.router.dispatched(req, go, self.ctx)
         self.by_id[req.id] = req
         reached = t + s.router_latency
-        if self.prompts.tokens is not None and req.prompt_token_ids is None:
-            req = replace(req, prompt_token_ids=tuple(self.prompts.tokens))   # made once, not again by the replica
+        ids = self.prompts.replica_ids(req)
+        if ids is not None:
+            req = replace(req, prompt_token_ids=ids)   # made once, not again by the replica
         self.backends[go].dispatch(replace(req, arrival_time=reached))
         if self.counts_only:   # turned away on arrival, it would leave at once
             self._schedule_due(go, min(self.due[go], reached + s.response_tail))
@@ -493,6 +797,7 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
             b.tick = tick
     loop = RoutingLoop(backends, s, router)
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
+    loop.prompts.plan([reqs[i] for i in order])
     for i in order:
         loop.route(reqs[i])
     loop.finish()

@@ -101,6 +101,11 @@ class CacheAware(Router):
 
     def key_of(self, request, ctx):
         if self.by_token:
+            made = getattr(ctx, "prompt_token_array", None)   # the loop's, from cached pieces of the prompt
+            if made is not None:
+                key = made(request)
+                if key is not None:
+                    return key
             ids = ctx.prompt_tokens(request)
             try:
                 return array("I", ids)      # 4 bytes a token in the tree; slices compare in C

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..routing import Decision, Router, register_router
 
 
@@ -59,17 +61,27 @@ class KvCost(Router):
         self.temperature = float(c["router_temperature"])
         self.req_weight = float(c["active_request_weight"])
         self.rcs = [dict() for _ in range(self.n)]   # per replica: block hash -> active requests holding it
-        self.ptok = [0] * self.n                      # per replica: prefill tokens not yet done
-        self.nreq = [0] * self.n                      # per replica: active requests
+        # the same per replica as arrays, for a decision computed over every replica at once:
+        self.ptok = np.zeros(self.n, dtype=np.int64)    # prefill tokens not yet done
+        self.nreq = np.zeros(self.n, dtype=np.int64)    # active requests
+        self.nblocks = np.zeros(self.n, dtype=np.int64)  # unique active blocks (len of rcs[i])
+        self.holders: dict = {}       # block hash -> bitmask of the replicas it is active on
         self.active: dict = {}        # request id -> (replica, hashes, prefill tokens still counted)
         self._pending = (None, None, None)
         self.everyone = tuple(range(self.n))
+        self._sizes = (None, None)    # (the views' list, their block sizes): they do not change
 
     def _hashes(self, request, ctx, block_size):
         shared = getattr(ctx, "block_hashes", None)   # the loop's own chain hashes, if it offers them
         if shared is not None:
             return shared(request, block_size)
         return block_hashes(ctx.prompt_tokens(request), block_size)
+
+    @staticmethod
+    def _length(request, ctx) -> int:
+        """The prompt's length in tokens (the loop knows it without making the ids)."""
+        known = getattr(ctx, "prompt_length", None)
+        return known(request) if known is not None else len(ctx.prompt_tokens(request))
 
     @staticmethod
     def _present(rc: dict, hashes: list) -> int:
@@ -89,52 +101,73 @@ class KvCost(Router):
                 hi = mid - 1
         return lo
 
+    def _block_sizes(self, reps) -> tuple:
+        seen, sizes = self._sizes
+        if seen is not reps or sizes is None:
+            sizes = tuple(sorted({r.block_size for r in reps}))
+            self._sizes = (reps, sizes)
+        return sizes
+
     def route(self, request, ctx):
         n = self.n
         reps = ctx.replicas
-        isl = len(ctx.prompt_tokens(request))
-        overlap = list(map(float, ctx.cached_prefix(request)))
-        sizes = {r.block_size for r in reps}
+        isl = self._length(request, ctx)
+        cached = ctx.cached_prefix(request)
+        sizes = self._block_sizes(reps)
         by_size = {bs: self._hashes(request, ctx, bs) for bs in sizes}
-        present = self._present
         credit = self.credit
-        rcs = self.rcs
         if len(sizes) == 1:
-            bs = next(iter(sizes))
+            # every replica at once (numpy): the same float operations, in the same order, as
+            # max((ptok + isl) / bs - credit * overlap, 0.0) and len(rc) + new blocks per replica
+            bs = sizes[0]
             hashes = by_size[bs]
             nh = len(hashes)
-            prefill = [max((pt + isl) / bs - credit * ov, 0.0) for pt, ov in zip(self.ptok, overlap)]
+            overlap = np.array(cached, dtype=np.float64)
+            x = (self.ptok + isl) / bs
+            x -= overlap if credit == 1.0 else credit * overlap
+            prefill = np.where(x < 0.0, 0.0, x)    # max(x, 0.0): 0.0 only where 0.0 > x
             if nh:
-                h0, hl = hashes[0], hashes[-1]
-                # new blocks: all of them unless block 0 is active; none if the last one is
-                decode = [float(len(rc) + nh) if h0 not in rc else float(len(rc)) if hl in rc
-                          else float(len(rc) + nh - present(rc, hashes)) for rc in rcs]
+                blocks = self.nblocks + nh         # new blocks: all of them unless block 0 is active
+                held = self.holders.get(hashes[0], 0)
+                if held:
+                    rcs, hl, present = self.rcs, hashes[-1], self._present
+                    while held:
+                        low = held & -held
+                        i = low.bit_length() - 1
+                        held ^= low
+                        rc = rcs[i]
+                        blocks[i] = len(rc) if hl in rc else len(rc) + nh - present(rc, hashes)
+                decode = blocks.astype(np.float64)
             else:
-                decode = [float(len(rc)) for rc in rcs]
+                decode = self.nblocks.astype(np.float64)
         else:
-            prefill, decode = [], []
+            present = self._present
+            ptok = self.ptok.tolist()
+            overlap, prefill, decode = list(map(float, cached)), [], []
             for i in range(n):
                 bs = reps[i].block_size
                 hashes = by_size[bs]
-                rc = rcs[i]
-                prefill.append(max((self.ptok[i] + isl) / bs - credit * overlap[i], 0.0))
+                rc = self.rcs[i]
+                prefill.append(max((ptok[i] + isl) / bs - credit * overlap[i], 0.0))
                 decode.append(float(len(rc) + len(hashes) - present(rc, hashes)))
+            overlap, prefill, decode = np.array(overlap), np.array(prefill), np.array(decode)
         scale, rw = self.scale, self.req_weight
+        cost = prefill + decode if scale == 1.0 else scale * prefill + decode
         if rw:
-            cost = [scale * p + d + rw * q for p, d, q in zip(prefill, decode, self.nreq)]
-        else:
-            cost = [scale * p + d for p, d in zip(prefill, decode)]
-        self._pending = (request.id, by_size, overlap)
-        scores = {"cost": cost, "overlap_blocks": overlap, "prefill_blocks": prefill, "decode_blocks": decode}
+            cost += rw * self.nreq
+        self._pending = (request.id, by_size, cached)
+        scores = {"cost": cost.tolist(), "overlap_blocks": overlap.tolist(), "prefill_blocks": prefill.tolist(),
+                  "decode_blocks": decode.tolist()} if ctx.record_scores else {}
         if self.temperature == 0.0:
-            best = min(cost)
-            first = cost.index(best)
-            if cost.count(best) == 1:
+            best = cost.min()
+            tied = np.flatnonzero(cost == best)
+            if len(tied) == 1:
+                first = int(tied[0])
                 return Decision(first, "lowest_cost", self.everyone, scores, {"tied": (first,)})
-            tied = [i for i in range(n) if cost[i] == best]
+            tied = tied.tolist()
             pick = tied[self.rng.randrange(len(tied))]
             return Decision(pick, "tie_random", self.everyone, scores, {"tied": tuple(tied)})
-        return Decision(self._softmax(cost), "softmax", self.everyone, scores,
+        return Decision(self._softmax(cost.tolist()), "softmax", self.everyone, scores,
                         {"temperature": self.temperature})
 
     def _softmax(self, cost: list) -> int:
@@ -166,9 +199,15 @@ class KvCost(Router):
         if request.id in self.active:
             self.released(request, self.active[request.id][0], ctx.time)
         rc = self.rcs[replica]
+        holders = self.holders
+        bit = 1 << replica
         for h in hashes:
-            rc[h] = rc.get(h, 0) + 1
-        tokens = max(len(ctx.prompt_tokens(request)) - int(ov) * bs, 0)
+            c = rc.get(h, 0)
+            rc[h] = c + 1
+            if not c:
+                holders[h] = holders.get(h, 0) | bit
+        self.nblocks[replica] = len(rc)
+        tokens = max(self._length(request, ctx) - int(ov) * bs, 0)
         self.ptok[replica] += tokens
         self.nreq[replica] += 1
         self.active[request.id] = (replica, hashes, tokens)
@@ -189,16 +228,24 @@ class KvCost(Router):
         self.ptok[r] -= tokens
         self.nreq[r] -= 1
         rc = self.rcs[r]
+        holders = self.holders
+        keep = ~(1 << r)
         for h in hashes:
             c = rc[h] - 1
             if c:
                 rc[h] = c
             else:
                 del rc[h]
+                m = holders[h] & keep
+                if m:
+                    holders[h] = m
+                else:
+                    del holders[h]
+        self.nblocks[r] = len(rc)
 
     # what a page may want to show
     def active_blocks(self, replica: int) -> int:
         return len(self.rcs[replica])
 
     def active_prefill_tokens(self, replica: int) -> int:
-        return self.ptok[replica]
+        return int(self.ptok[replica])

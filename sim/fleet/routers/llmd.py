@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from operator import attrgetter
 
+import numpy as np
+
 from ..routing import Decision, Router, register_router
 
 NAN = float("nan")
@@ -197,6 +199,9 @@ class Weighted(Router):
         self.everyone = tuple(range(self.n))
 
     def hashes(self, request, ctx) -> list:
+        made = getattr(ctx, "text_block_hashes", None)   # the loop's, from cached pieces of the prompt
+        if made is not None:
+            return made(request, self.block, self.max_blocks, self.model_hash)
         data = ctx.prompt_text(request).encode()
         b = self.block
         if len(data) < b:
@@ -210,42 +215,43 @@ class Weighted(Router):
         return out
 
     def route(self, request, ctx):
+        # every replica at once (numpy): the same float operations, in the same order, as the
+        # per-replica formulas in the class text
         n = self.n
         reps = ctx.replicas
-        waiting = list(map(_WAITING, reps))
-        lo, hi = min(waiting), max(waiting)
+        waiting = np.array(list(map(_WAITING, reps)))
+        lo, hi = waiting.min(), waiting.max()
         if hi == lo:
-            queue = [1.0] * n
+            queue = np.ones(n)
         else:
-            span = float(hi - lo)
-            queue = [(hi - w) / span for w in waiting]
-        kv = [1.0 - u for u in map(_KV, reps)]
+            queue = (hi - waiting) / float(hi - lo)
+        kv = 1.0 - np.array(list(map(_KV, reps)))
         if self.precise:
-            prefix = normalized_precise(ctx.cached_prefix(request))
+            prefix = np.array(normalized_precise(ctx.cached_prefix(request)), dtype=np.float64)
             detail = {}
         elif self.wp > 0:
             hashes = self.hashes(request, ctx)
             self._pending = (request.id, hashes)
             total_blocks = len(hashes)
-            m = self.index.match(hashes, n)
-            prefix = [x / total_blocks for x in m] if total_blocks else [0.0] * n
+            prefix = np.array(self.index.match(hashes, n), dtype=np.float64) / total_blocks if total_blocks \
+                else np.zeros(n)
             detail = {"prefix_blocks": total_blocks}
         else:
-            prefix = [NAN] * n
+            prefix = np.full(n, NAN)
             detail = {}
         wq, wk, wp = self.wq, self.wk, self.wp
+        total = wq * queue + wk * kv
         if wp > 0:
-            total = [wq * q + wk * k + wp * p for q, k, p in zip(queue, kv, prefix)]
-        else:
-            total = [wq * q + wk * k for q, k in zip(queue, kv)]
-        best = max(total)
-        tied = [i for i in range(n) if total[i] == best]
+            total += wp * prefix
+        best = total.max()
+        tied = np.flatnonzero(total == best).tolist()
         if len(tied) == 1:
             pick, reason = tied[0], "max_score"
         else:
             pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
         detail["tied"] = tuple(tied)
-        scores = {"queue": queue, "kv": kv, "prefix": prefix, "total": total}
+        scores = {"queue": queue.tolist(), "kv": kv.tolist(), "prefix": prefix.tolist(), "total": total.tolist()} \
+            if ctx.record_scores else {}
         return Decision(pick, reason, self.everyone, scores, detail)
 
     def dispatched(self, request, replica, ctx):

@@ -1,0 +1,427 @@
+"""The prompt memo (sim/workload.py BLOCK_TOKENS, the routing loop's tree of prompt-block
+prefixes in sim/fleet/fleet.py) and the vectorised routers change nothing: the same token ids,
+text and chain hashes as making each prompt whole, the same hashes as the replica's scheduler,
+and the same fleet to the byte with the caches off, cleared at every decision, or against the
+routers' plain-Python formulas (kept here as the reference)."""
+from __future__ import annotations
+
+import math
+import random
+from array import array
+
+import pytest
+
+from sim.cost import cost_from_preset
+from sim.fleet import FleetSettings, simulate_fleet
+from sim.fleet import fleet as fleet_mod
+from sim.fleet.fleet import _Prompts, chain_hashes, text_chain_hashes
+from sim.fleet.routers.dynamo import KvCost, block_hashes
+from sim.fleet.routers.llmd import NAN, PrefixIndex, Weighted, _KV, _WAITING, normalized_precise
+from sim.fleet.routing import Decision, Router
+from sim.fleet.scenarios import chat
+from sim.scheduler import Seq
+from sim import workload as wl_mod
+from sim.workload import (PROMPT_BLOCK_TOKENS, Request, Workload, block_prompt_tokens,
+                          block_prompt_tokens_unmemoized, own_prompt_tokens, own_prompt_tokens_many)
+
+MS = cost_from_preset("a100-8B-fp16")
+BLOCK_SIZES = (1, 3, 16, 17, 64, 512, 700, 1024)
+
+
+def _requests(n: int, seed: int, pool: int = 6) -> list[Request]:
+    """Requests named by prompt blocks: shared runs of a few block ids (so prefixes repeat), now
+    and then a huge id, a prompt shorter than its blocks (the last one cut), longer (its own
+    tail), exactly its blocks, or no blocks at all."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        nb = rng.randint(0, 5)
+        first = rng.randrange(pool)
+        blocks = [first * 7 + j if rng.random() < 0.8 else rng.randrange(1 << 63) for j in range(nb)]
+        kind = rng.random()
+        if kind < 0.3 and nb:
+            pl = nb * PROMPT_BLOCK_TOKENS - rng.randint(1, PROMPT_BLOCK_TOKENS - 1)   # the last block cut
+        elif kind < 0.4:
+            pl = nb * PROMPT_BLOCK_TOKENS or 1
+        else:
+            pl = nb * PROMPT_BLOCK_TOKENS + rng.randint(1, 700)                    # a tail of its own
+        out.append(Request(id=f"q{seed}-{i}", prompt_len=pl, max_tokens=4, prompt_blocks=tuple(blocks),
+                           arrival_time=float(i)))
+    return out
+
+
+def _check(p: _Prompts, r: Request, sizes=BLOCK_SIZES) -> None:
+    toks = block_prompt_tokens_unmemoized(r.prompt_blocks, r.prompt_len, r.id)
+    p.reset(r)
+    for bs in sizes:
+        assert p.chain(r, bs) == chain_hashes(toks, bs), (r, bs)
+    text = " ".join(map(str, toks))
+    assert p.text(r) == text
+    assert p.token_array(r) == array("I", toks)
+    assert p.length(r) == len(toks)
+    for key in ((64, 256, 11), (64, 3, 5), (7, 10_000, -2), (5_000, 4, 1)):
+        assert p.text_chain(r, *key) == text_chain_hashes(text, *key), (r, key)
+    assert p.token_ids(r) == toks
+
+
+# ---------------------------------------------------------------- the pieces
+
+def test_block_tokens_memo_equals_one_pass_over_the_prompt(monkeypatch):
+    """Cached blocks give the ids of one numpy pass over the whole prompt (tails, cut blocks, a
+    block twice, huge ids), with a cache so small that it evicts all the time, and with none."""
+    for capacity in (4096, 3, 0):
+        monkeypatch.setattr(wl_mod, "BLOCK_TOKENS", wl_mod._BlockTokens(capacity))
+        for r in _requests(150, seed=capacity) + [Request(id="twice", prompt_len=1500, max_tokens=1,
+                                                          prompt_blocks=(4, 4, 4))]:
+            got = block_prompt_tokens(r.prompt_blocks, r.prompt_len, r.id)
+            assert got == block_prompt_tokens_unmemoized(r.prompt_blocks, r.prompt_len, r.id)
+            assert r.prompt_tokens() == got
+        assert len(wl_mod.BLOCK_TOKENS.blocks) <= capacity
+    first = wl_mod.prompt_block_tokens(3)
+    assert wl_mod.prompt_block_tokens(3) == block_prompt_tokens_unmemoized((3,), PROMPT_BLOCK_TOKENS, "x")
+    assert first == wl_mod.prompt_block_tokens(3)
+
+
+def test_own_tokens_made_together_equal_one_at_a_time():
+    rng = random.Random(4)
+    spans = [(f"id{i}", s, s + rng.choice([0, 1, 77, 600])) for i, s in
+             ((i, rng.choice([0, 512, 1024, 70_000])) for i in range(200))]
+    assert own_prompt_tokens_many(spans) == [own_prompt_tokens(*s) for s in spans]
+    assert own_prompt_tokens_many([]) == [] and own_prompt_tokens_many([("a", 9, 9)]) == [[]]
+
+
+@pytest.mark.parametrize("capacity", [8192, 4, 1, 0])
+def test_prompts_from_the_prefix_tree_equal_the_whole_prompt(capacity):
+    """Token ids, text, the ids as an array, chain hashes at every block size (dividing 512 or
+    not, bigger than a block) and the text's hashes (max_blocks reached or not), made from the
+    tree's cached pieces, equal those made from the whole prompt; a tree of 4 or 1 nodes starts
+    again all the time, and 0 means no tree."""
+    p = _Prompts(capacity)
+    reqs = _requests(120, seed=capacity)
+    for r in reqs + reqs[:20]:        # again: now from cached pieces
+        _check(p, r)
+    assert p.tree.nodes <= max(capacity, 0)
+
+
+def test_own_tokens_made_ahead_for_the_planned_order():
+    """plan(): the own ids of the next requests are made in one pass; asked in another order,
+    or for a request not planned, they are still right."""
+    p = _Prompts()
+    reqs = _requests(300, seed=9)
+    p.plan(reqs)
+    for r in reqs[:100] + reqs[250:] + reqs[100:250][::-1]:
+        _check(p, r, sizes=(16,))
+    stranger = _requests(5, seed=10)
+    for r in stranger:
+        _check(p, r, sizes=(16,))
+
+
+@pytest.mark.parametrize("bs", [16, 32, 5])
+def test_router_hashes_are_the_replica_schedulers(bs):
+    """The chain hashes a router gets are what the replica's scheduler computes for its prefix
+    cache (Seq.extend_hashes), so that a router's prefix hits land where the replica's do."""
+    p = _Prompts()
+    for r in _requests(60, seed=bs):
+        p.reset(r)
+        seq = Seq(r, 0, 0, True)
+        seq.extend_hashes(bs)
+        assert p.chain(r, bs) == seq.hashes
+        assert block_hashes(r.prompt_tokens(), bs) == seq.hashes
+
+
+# ---------------------------------------------------------------- whole fleets
+
+PREFIX_ROUTERS = [("cache_aware", {}), ("cache_aware", {"flavor": "sglang"}), ("precise_prefix", {}),
+                  ("kv_cost", {}), ("kv_cost", {"router_temperature": 0.5, "active_request_weight": 0.3}),
+                  ("weighted", {}), ("weighted", {"prefix": "precise"}),
+                  ("weighted", {"hash_block_size": 7, "max_prefix_blocks": 40, "lru_capacity_per_server": 60})]
+
+
+def _mixed_workload() -> Workload:
+    reqs = _requests(90, seed=21, pool=3)
+    reqs = [Request(id=r.id, prompt_len=r.prompt_len, max_tokens=8 + i % 40, prompt_blocks=r.prompt_blocks,
+                    arrival_time=i * 25.0) for i, r in enumerate(reqs)]
+    return Workload(reqs, {"enable_prefix_caching": True, "num_gpu_blocks": 400, "block_size": 16,
+                           "max_num_seqs": 16, "max_num_batched_tokens": 1024})
+
+
+def _no_caches(monkeypatch, clear_every_decision: bool) -> None:
+    if clear_every_decision:   # the caches are there but start empty at every decision
+        real = fleet_mod.RoutingLoop.route
+
+        def route(self, req, target=None):
+            self.prompts.tree.clear()
+            wl_mod.BLOCK_TOKENS.clear()
+            self.prompts.ahead = {}
+            return real(self, req, target)
+        monkeypatch.setattr(fleet_mod.RoutingLoop, "route", route)
+    else:
+        monkeypatch.setattr(fleet_mod, "PREFIX_TREE_NODES", 0)
+        monkeypatch.setattr(fleet_mod, "OWN_BATCH", 1)
+        monkeypatch.setattr(wl_mod, "BLOCK_TOKENS", wl_mod._BlockTokens(0))
+
+
+@pytest.mark.parametrize("clear", [False, True], ids=["off", "cleared"])
+@pytest.mark.parametrize("router,config", PREFIX_ROUTERS)
+def test_prompt_caches_change_no_route_and_no_byte(router, config, clear, monkeypatch):
+    """A fleet routed with the prompt caches is the same to the byte (routes, scores, every
+    replica's trace) as one with the caches off, or cleared before every decision; replicas of
+    two block sizes and one without prefix caching."""
+    wl = _mixed_workload()
+    s = FleetSettings(replicas=4, router=router, router_config=config, seed=5,
+                      replica_configs=[{}, {"block_size": 32}, {}, {"enable_prefix_caching": False}])
+    cached = simulate_fleet(wl, s, cost=MS)
+    _no_caches(monkeypatch, clear)
+    plain = simulate_fleet(wl, s, cost=MS)
+    assert plain.routes["replica"].tolist() == cached.routes["replica"].tolist()
+    assert plain.to_bytes() == cached.to_bytes()
+
+
+# ---------------------------------------------------------------- the routers against their plain formulas
+
+class RefKvCost(Router):
+    name = "kv_cost"
+    defaults = {"prefill_load_scale": 1.0, "overlap_score_credit": 1.0, "router_temperature": 0.0,
+                "active_request_weight": 0.0}
+    reads_prefix_cache = True
+    _present = staticmethod(KvCost._present)
+
+    def __init__(self, num_replicas, config=None, seed=0):
+        super().__init__(num_replicas, config, seed)
+        c = self.config
+        self.scale = float(c["prefill_load_scale"])
+        self.credit = float(c["overlap_score_credit"])
+        self.temperature = float(c["router_temperature"])
+        self.req_weight = float(c["active_request_weight"])
+        self.rcs = [dict() for _ in range(self.n)]   # per replica: block hash -> active requests holding it
+        self.ptok = [0] * self.n                      # per replica: prefill tokens not yet done
+        self.nreq = [0] * self.n                      # per replica: active requests
+        self.active: dict = {}        # request id -> (replica, hashes, prefill tokens still counted)
+        self._pending = (None, None, None)
+        self.everyone = tuple(range(self.n))
+
+    def _hashes(self, request, ctx, block_size):
+        shared = getattr(ctx, "block_hashes", None)   # the loop's own chain hashes, if it offers them
+        if shared is not None:
+            return shared(request, block_size)
+        return block_hashes(ctx.prompt_tokens(request), block_size)
+
+    def route(self, request, ctx):
+        n = self.n
+        reps = ctx.replicas
+        isl = len(ctx.prompt_tokens(request))
+        overlap = list(map(float, ctx.cached_prefix(request)))
+        sizes = {r.block_size for r in reps}
+        by_size = {bs: self._hashes(request, ctx, bs) for bs in sizes}
+        present = self._present
+        credit = self.credit
+        rcs = self.rcs
+        if len(sizes) == 1:
+            bs = next(iter(sizes))
+            hashes = by_size[bs]
+            nh = len(hashes)
+            prefill = [max((pt + isl) / bs - credit * ov, 0.0) for pt, ov in zip(self.ptok, overlap)]
+            if nh:
+                h0, hl = hashes[0], hashes[-1]
+                # new blocks: all of them unless block 0 is active; none if the last one is
+                decode = [float(len(rc) + nh) if h0 not in rc else float(len(rc)) if hl in rc
+                          else float(len(rc) + nh - present(rc, hashes)) for rc in rcs]
+            else:
+                decode = [float(len(rc)) for rc in rcs]
+        else:
+            prefill, decode = [], []
+            for i in range(n):
+                bs = reps[i].block_size
+                hashes = by_size[bs]
+                rc = rcs[i]
+                prefill.append(max((self.ptok[i] + isl) / bs - credit * overlap[i], 0.0))
+                decode.append(float(len(rc) + len(hashes) - present(rc, hashes)))
+        scale, rw = self.scale, self.req_weight
+        if rw:
+            cost = [scale * p + d + rw * q for p, d, q in zip(prefill, decode, self.nreq)]
+        else:
+            cost = [scale * p + d for p, d in zip(prefill, decode)]
+        self._pending = (request.id, by_size, overlap)
+        scores = {"cost": cost, "overlap_blocks": overlap, "prefill_blocks": prefill, "decode_blocks": decode}
+        if self.temperature == 0.0:
+            best = min(cost)
+            first = cost.index(best)
+            if cost.count(best) == 1:
+                return Decision(first, "lowest_cost", self.everyone, scores, {"tied": (first,)})
+            tied = [i for i in range(n) if cost[i] == best]
+            pick = tied[self.rng.randrange(len(tied))]
+            return Decision(pick, "tie_random", self.everyone, scores, {"tied": tuple(tied)})
+        return Decision(self._softmax(cost), "softmax", self.everyone, scores,
+                        {"temperature": self.temperature})
+
+    def _softmax(self, cost: list) -> int:
+        lo, hi = min(cost), max(cost)
+        n = len(cost)
+        if lo == hi:
+            probs = [1.0 / n] * n
+        else:
+            scale = -1.0 / ((hi - lo) * self.temperature)
+            top = lo * scale
+            probs = [math.exp(c * scale - top) for c in cost]
+        total = sum(probs)
+        u = self.rng.random()
+        acc = 0.0
+        for i, p in enumerate(probs):
+            acc += p / total
+            if u <= acc:
+                return i
+        return n - 1
+
+    def dispatched(self, request, replica, ctx):
+        rid, by_size, overlap = self._pending
+        self._pending = (None, None, None)
+        bs = ctx.replicas[replica].block_size
+        if rid == request.id and bs in by_size:
+            hashes, ov = by_size[bs], overlap[replica]
+        else:
+            hashes, ov = self._hashes(request, ctx, bs), ctx.cached_blocks(replica, request)
+        if request.id in self.active:
+            self.released(request, self.active[request.id][0], ctx.time)
+        rc = self.rcs[replica]
+        for h in hashes:
+            rc[h] = rc.get(h, 0) + 1
+        tokens = max(len(ctx.prompt_tokens(request)) - int(ov) * bs, 0)
+        self.ptok[replica] += tokens
+        self.nreq[replica] += 1
+        self.active[request.id] = (replica, hashes, tokens)
+
+    def prefill_done(self, request, replica, time):
+        entry = self.active.get(request.id)
+        if entry is None or entry[2] == 0:
+            return
+        r, hashes, tokens = entry
+        self.ptok[r] -= tokens
+        self.active[request.id] = (r, hashes, 0)
+
+    def released(self, request, replica, time):
+        entry = self.active.pop(request.id, None)
+        if entry is None:
+            return
+        r, hashes, tokens = entry
+        self.ptok[r] -= tokens
+        self.nreq[r] -= 1
+        rc = self.rcs[r]
+        for h in hashes:
+            c = rc[h] - 1
+            if c:
+                rc[h] = c
+            else:
+                del rc[h]
+
+
+class RefWeighted(Router):
+    name = "weighted"
+
+    validate = Weighted.validate
+    defaults = {"queue_weight": 2.0, "kv_weight": 2.0, "prefix_weight": 3.0, "prefix": "approximate",
+                "hash_block_size": 64, "max_prefix_blocks": 256, "lru_capacity_per_server": 31250,
+                "model": "m"}
+
+    def __init__(self, num_replicas, config=None, seed=0):
+        super().__init__(num_replicas, config, seed)
+        c = self.config
+        self.wq, self.wk, self.wp = float(c["queue_weight"]), float(c["kv_weight"]), float(c["prefix_weight"])
+        self.precise = c["prefix"] == "precise"
+        self.reads_prefix_cache = self.precise
+        self.block = int(c["hash_block_size"])
+        self.max_blocks = int(c["max_prefix_blocks"])
+        self.index = PrefixIndex(int(c["lru_capacity_per_server"]))
+        self.model_hash = hash(("model", c["model"]))
+        self._pending = (None, None)
+        self.everyone = tuple(range(self.n))
+
+    def hashes(self, request, ctx) -> list:
+        data = ctx.prompt_text(request).encode()
+        b = self.block
+        if len(data) < b:
+            return []
+        data = data[:b * self.max_blocks]
+        h = self.model_hash
+        out = [h]
+        for i in range(0, len(data) - b + 1, b):
+            h = hash((data[i:i + b], h))
+            out.append(h)
+        return out
+
+    def route(self, request, ctx):
+        n = self.n
+        reps = ctx.replicas
+        waiting = list(map(_WAITING, reps))
+        lo, hi = min(waiting), max(waiting)
+        if hi == lo:
+            queue = [1.0] * n
+        else:
+            span = float(hi - lo)
+            queue = [(hi - w) / span for w in waiting]
+        kv = [1.0 - u for u in map(_KV, reps)]
+        if self.precise:
+            prefix = normalized_precise(ctx.cached_prefix(request))
+            detail = {}
+        elif self.wp > 0:
+            hashes = self.hashes(request, ctx)
+            self._pending = (request.id, hashes)
+            total_blocks = len(hashes)
+            m = self.index.match(hashes, n)
+            prefix = [x / total_blocks for x in m] if total_blocks else [0.0] * n
+            detail = {"prefix_blocks": total_blocks}
+        else:
+            prefix = [NAN] * n
+            detail = {}
+        wq, wk, wp = self.wq, self.wk, self.wp
+        if wp > 0:
+            total = [wq * q + wk * k + wp * p for q, k, p in zip(queue, kv, prefix)]
+        else:
+            total = [wq * q + wk * k for q, k in zip(queue, kv)]
+        best = max(total)
+        tied = [i for i in range(n) if total[i] == best]
+        if len(tied) == 1:
+            pick, reason = tied[0], "max_score"
+        else:
+            pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
+        detail["tied"] = tuple(tied)
+        scores = {"queue": queue, "kv": kv, "prefix": prefix, "total": total}
+        return Decision(pick, reason, self.everyone, scores, detail)
+
+    def dispatched(self, request, replica, ctx):
+        if self.precise or self.wp <= 0:
+            return
+        rid, hashes = self._pending
+        if rid != request.id:
+            hashes = self.hashes(request, ctx)
+        self._pending = (None, None)
+        if hashes:
+            self.index.add(hashes, replica)
+
+
+
+@pytest.mark.parametrize("config", [{}, {"router_temperature": 0.4}, {"active_request_weight": 0.7},
+                                    {"prefill_load_scale": 2.0, "overlap_score_credit": 0.5}])
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-size", "two-sizes"])
+def test_vectorised_kv_cost_is_the_plain_formula(config, mixed, monkeypatch):
+    """kv_cost over every replica at once (numpy, a bitmask of the replicas holding block 0)
+    gives the plain per-replica formula's costs, ties and picks to the byte."""
+    _same_as_reference("kv_cost", config, RefKvCost, mixed, monkeypatch)
+
+
+@pytest.mark.parametrize("config", [{}, {"prefix_weight": 0}, {"prefix": "precise"},
+                                    {"queue_weight": 0.5, "hash_block_size": 9, "lru_capacity_per_server": 40}])
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-size", "two-sizes"])
+def test_vectorised_weighted_is_the_plain_formula(config, mixed, monkeypatch):
+    _same_as_reference("weighted", config, RefWeighted, mixed, monkeypatch)
+
+
+def _same_as_reference(name, config, ref_cls, mixed, monkeypatch):
+    wl = chat(n=160, rate_per_s=60.0, groups=5)
+    rc = [{}, {"block_size": 32}, {}, {}, {"enable_prefix_caching": False}, {}] if mixed else None
+    s = FleetSettings(replicas=6, router=name, router_config=config, seed=11, refresh_interval=20.0, replica_configs=rc)
+    fast = simulate_fleet(wl, s, cost=MS)
+    assert fast.routes["reason"].nunique() >= 1
+    monkeypatch.setattr(fleet_mod, "make_router", lambda n, k, c, seed: ref_cls(k, c, seed))
+    plain = simulate_fleet(wl, s, cost=MS)
+    assert plain.routes["scores"].tolist() == fast.routes["scores"].tolist()
+    assert plain.to_bytes() == fast.to_bytes()
