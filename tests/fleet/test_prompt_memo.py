@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 from array import array
+from collections import OrderedDict
 
 import pytest
 
@@ -314,6 +315,39 @@ class RefKvCost(Router):
                 del rc[h]
 
 
+class RefPrefixIndex:
+    """PrefixIndex as it was (its add walks every hash twice), the reference."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.lru: dict[int, OrderedDict] = {}
+        self.servers: dict[int, int] = {}
+
+    def add(self, hashes, server: int) -> None:
+        lru = self.lru.get(server)
+        if lru is None:
+            lru = self.lru[server] = OrderedDict()
+        servers = self.servers
+        cap = self.capacity
+        bit = 1 << server
+        for h in hashes:
+            if h in lru:
+                lru.move_to_end(h)
+            else:
+                lru[h] = None
+                if len(lru) > cap:
+                    old, _ = lru.popitem(last=False)
+                    m = servers.get(old, 0) & ~bit
+                    if m:
+                        servers[old] = m
+                    else:
+                        servers.pop(old, None)
+        for h in hashes:
+            servers[h] = servers.get(h, 0) | bit
+
+    match = PrefixIndex.match
+
+
 class RefWeighted(Router):
     name = "weighted"
 
@@ -330,7 +364,7 @@ class RefWeighted(Router):
         self.reads_prefix_cache = self.precise
         self.block = int(c["hash_block_size"])
         self.max_blocks = int(c["max_prefix_blocks"])
-        self.index = PrefixIndex(int(c["lru_capacity_per_server"]))
+        self.index = RefPrefixIndex(int(c["lru_capacity_per_server"]))
         self.model_hash = hash(("model", c["model"]))
         self._pending = (None, None)
         self.everyone = tuple(range(self.n))
@@ -425,3 +459,20 @@ def _same_as_reference(name, config, ref_cls, mixed, monkeypatch):
     plain = simulate_fleet(wl, s, cost=MS)
     assert plain.routes["scores"].tolist() == fast.routes["scores"].tolist()
     assert plain.to_bytes() == fast.to_bytes()
+
+
+def test_prefix_index_add_is_the_plain_walk():
+    """PrefixIndex.add sets only the new hashes' bits when nothing left the LRU: the same LRUs and
+    holders as walking every hash twice, with a capacity that evicts now and then."""
+    rng = random.Random(8)
+    for cap in (3, 10, 40, 10_000):
+        fast, plain = PrefixIndex(cap), RefPrefixIndex(cap)
+        for _ in range(400):
+            start = rng.randrange(30)
+            hashes = list(range(start, start + rng.randint(0, 25))) + [1000 + rng.randrange(50)]
+            server = rng.randrange(4)
+            fast.add(hashes, server)
+            plain.add(hashes, server)
+            assert fast.servers == plain.servers
+            assert {k: list(v) for k, v in fast.lru.items()} == {k: list(v) for k, v in plain.lru.items()}
+            assert fast.match(hashes, 4) == plain.match(hashes, 4)

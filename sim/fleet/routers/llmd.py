@@ -108,19 +108,25 @@ class PrefixIndex:
         servers = self.servers
         cap = self.capacity
         bit = 1 << server
+        new = []
+        evicted = False
         for h in hashes:
             if h in lru:
                 lru.move_to_end(h)
             else:
                 lru[h] = None
+                new.append(h)
                 if len(lru) > cap:
+                    evicted = True
                     old, _ = lru.popitem(last=False)
                     m = servers.get(old, 0) & ~bit
                     if m:
                         servers[old] = m
                     else:
                         servers.pop(old, None)
-        for h in hashes:
+        # every hash sent gets the server's bit; one already in its LRU has it (a bit is cleared
+        # only when its hash leaves the LRU), unless this add evicted it: then all of them
+        for h in hashes if evicted else new:
             servers[h] = servers.get(h, 0) | bit
 
     def match(self, hashes, n: int) -> list:
