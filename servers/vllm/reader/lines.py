@@ -72,14 +72,13 @@ def clean_step(obj: dict) -> dict:
     waiting when the line leaves them out (the step before's: the caller fills them). The int
     lists as array('q'); sched also flat as `sched_flat` (3 ints an entry), and, from lines a
     recorder wrote, only flat (steps.py makes the tuples when a step dict is asked for)."""
-    obj["step"] = as_int(obj["step"])
+    k = obj["step"]
+    obj["step"] = k if type(k) is int and -INT_MAX <= k <= INT_MAX else as_int(k)
     try:
-        fast = _fast(obj)
+        if _fast(obj):
+            return obj
     except (TypeError, OverflowError):
-        fast = None
-    if fast is not None:
-        obj.update(fast)
-        return obj
+        pass
     obj["sched"], obj["sched_flat"] = sched_entries(obj.get("sched"))
     for k in ("sampled", "pre"):
         obj[k] = as_ints(obj.get(k) or [])
@@ -98,84 +97,116 @@ def clean_step(obj: dict) -> dict:
     return obj
 
 
-_LISTS = ("sampled", "pre", "running", "waiting")
-_COUNTS = ("free", "free_sched", "cached_free", "waiting_n")
+_ABSENT = object()
 
 
-def _fast(obj: dict) -> dict | None:
+def _fast(obj: dict) -> bool:
     """The step's fields when they are as a recorder writes them (plain ints, four finite float
-    times); None for anything else (the per-value checks then decide, as they always did).
-    TypeError / OverflowError: not plain 64-bit ints. The numbers that become the Trace's
-    columns (tokens, computed_before, the counts) are held to +-2**53 here as there; request
-    indices and block ids, only looked up or stored as int64, to 64 bits. Written out field by
-    field (no loops over the keys): it runs once a step line."""
+    times), put in obj; False, obj's fields untouched, for anything else (the per-value checks
+    then decide, as they always did). TypeError / OverflowError: not plain 64-bit ints. The
+    numbers that become the Trace's columns (tokens, computed_before, the counts) are held to
+    +-2**53 here as there; request indices and block ids, only looked up or stored as int64,
+    to 64 bits. Written out field by field, no loops over the keys, the usual case first: it
+    runs once a step line. (The one thing done before a False: a count that is null is deleted,
+    as the per-value checks delete it too.)"""
     g = obj.get
-    sched = g("sched") or ()
-    flat = array("q", chain.from_iterable(sched))
-    if flat:
-        if len(flat) != 3 * len(sched) or len(set(map(len, sched))) != 1 or \
+    sched = g("sched")
+    if sched:
+        flat = list(chain.from_iterable(sched))
+        n = len(sched)
+        # 3 ints an entry (the total says it for one entry, the lengths' set for more), in range
+        # (min / max of the list: of an array they make an int of each value)
+        if len(flat) != 3 * n or (n > 1 and len(set(map(len, sched))) != 1) or \
                 min(flat) < -INT_MAX or max(flat) > INT_MAX:
-            return None
-    elif sched:
-        return None
-    out = {"sched": flat, "sched_flat": flat}   # tuples only when asked for (steps.py)
-    v = g("sampled")
-    if v is None:
-        out["sampled"] = array("q")
-    elif type(v) is not list:
-        return None
+            return False
+        flat = array("q", flat)
     else:
-        out["sampled"] = array("q", v)
-    v = g("pre")
-    if v is None:
-        out["pre"] = array("q")
-    elif type(v) is not list:
-        return None
+        flat = array("q")
+    sampled = g("sampled")
+    if type(sampled) is list:
+        sampled = array("q", sampled)
+    elif sampled is None:
+        sampled = array("q")
     else:
-        out["pre"] = array("q", v)
-    v = g("running")
-    if v is not None:
-        if type(v) is not list:
-            return None
-        out["running"] = array("q", v)
-    elif "running" in obj:
-        out["running"] = array("q")
-    v = g("waiting")
-    if v is not None:
-        if type(v) is not list:
-            return None
-        out["waiting"] = array("q", v)
-    elif "waiting" in obj:
-        out["waiting"] = array("q")
+        return False
+    pre = g("pre")
+    if type(pre) is list:
+        pre = array("q", pre) if pre else array("q")
+    elif pre is None:
+        pre = array("q")
+    else:
+        return False
+    running = g("running", _ABSENT)   # mostly left out (written when it changes)
+    if running is not _ABSENT:
+        if type(running) is list:
+            running = array("q", running)
+        elif running is None:
+            running = array("q")
+        else:
+            return False
+    waiting = g("waiting", _ABSENT)
+    if waiting is not _ABSENT:
+        if type(waiting) is list:
+            waiting = array("q", waiting)
+        elif waiting is None:
+            waiting = array("q")
+        else:
+            return False
     fin = g("fin")
     if fin:
-        out["fin"] = f = [(i, str(why)) for i, why in fin]
-        array("q", [i for i, _ in f])   # plain ints
+        fin = [(i, str(why)) for i, why in fin]
+        array("q", [i for i, _ in fin])   # plain ints
     else:
-        out["fin"] = []
+        fin = []
     blocks = g("blocks")
     if blocks:
-        out["blocks"] = bl = [(i, array("q", ids)) for i, ids in blocks if type(ids) is list]
+        bl = [(i, array("q", ids)) for i, ids in blocks if type(ids) is list]
         if len(bl) != len(blocks):
-            return None
+            return False
         array("q", [i for i, _ in bl])
     else:
-        out["blocks"] = []
+        bl = []
     t = g("t")
     if type(t) is not list or len(t) != 4:
-        return None
+        return False
     t0, t1, t2, t3 = t
     if not (type(t0) is float and type(t1) is float and type(t2) is float and type(t3) is float) or \
             t0 - t0 + t1 - t1 + t2 - t2 + t3 - t3 != 0:
-        return None
-    for k in _COUNTS:
-        v = g(k)
-        if v is None:
-            if k in obj:
-                del obj[k]   # null is "not recorded", as a missing key
-        elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
-            return None
-    return out
+        return False
+    v = g("free")
+    if v is None:
+        if "free" in obj:
+            del obj["free"]   # null is "not recorded", as a missing key
+    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+        return False
+    v = g("free_sched")
+    if v is None:
+        if "free_sched" in obj:
+            del obj["free_sched"]
+    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+        return False
+    v = g("cached_free")
+    if v is None:
+        if "cached_free" in obj:
+            del obj["cached_free"]
+    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+        return False
+    v = g("waiting_n")
+    if v is None:
+        if "waiting_n" in obj:
+            del obj["waiting_n"]
+    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+        return False
+    obj["sched"] = obj["sched_flat"] = flat   # tuples only when asked for (steps.py)
+    obj["sampled"] = sampled
+    obj["pre"] = pre
+    if running is not _ABSENT:
+        obj["running"] = running
+    if waiting is not _ABSENT:
+        obj["waiting"] = waiting
+    obj["fin"] = fin
+    obj["blocks"] = bl
+    return True
 
 
 def clean_add(obj: dict) -> dict:

@@ -30,6 +30,7 @@ PREFILL, DECODE, RECOMPUTE = 0, 1, 2
 EVENT_KINDS = np.array(["arrive", "admit", "resume", "preempt", "finish"], dtype=object)
 ARRIVE, ADMIT, RESUME, PREEMPT, FINISH = range(5)
 ACQUIRE, RELEASE = 1, 2   # sim.kvpool's op codes, as kv_table takes them
+_ACQUIRE_BYTE, _RELEASE_BYTE = bytes((ACQUIRE,)), bytes((RELEASE,))
 STEP_COLUMNS = ("step", "first_entry", "start", "end", *PHASES, "num_seqs", "running", "waiting", "preempted",
                 "finished", "free_blocks", "free_blocks_after_schedule", "cached_free_blocks")
 _NAN = float("nan")
@@ -132,7 +133,7 @@ class TraceBuilder:
             self.kv_s.extend([step] * n)
             self.kv_b.extend(reversed(r.blocks))   # vLLM frees a request's blocks tail first
             self.kv_r.extend([r.row] * n)
-            self.kv_o.extend([RELEASE] * n)
+            self.kv_o.frombytes(_RELEASE_BYTE * n)
             r.blocks = []
 
     def _finish(self, i: int, r: _Req, reason: str, step, t, ev_step) -> None:
@@ -185,12 +186,12 @@ class TraceBuilder:
         if n:
             sampled = st["sampled"]
             if sampled == ids:   # most steps: every entry sampled, in scheduling order
-                self.e_sampled.extend(b"\x01" * n)
+                self.e_sampled.frombytes(b"\x01" * n)
             elif sampled:
                 got = set(sampled)
                 self.e_sampled.extend([x in got for x in ids])
             else:
-                self.e_sampled.extend(bytes(n))
+                self.e_sampled.frombytes(bytes(n))
             # most steps schedule only requests that hold a slot (all of them added): nothing to admit
             # or leave out
             if not self.running.issuperset(ids):
@@ -212,21 +213,28 @@ class TraceBuilder:
             blocks = st["blocks"]
             if blocks:
                 # in scheduling order (as the entries took them); a request not scheduled takes none
-                uniq = set(ids)
-                taken = dict(blocks)
-                order = sorted((ids.index(x), x) for x in taken if x in uniq) if len(taken) > 1 else \
-                    [(0, x) for x in taken if x in uniq]
-                for _, x in order:
+                if len(blocks) == 1:
+                    x, b = blocks[0]
+                    order = (x,) if x in ids else ()
+                    taken = {x: b}
+                else:
+                    taken = dict(blocks)
+                    order = [x for _, x in sorted((ids.index(x), x) for x in taken if x in ids)]
+                got_b, got_r = [], []
+                for x in order:
                     b = taken[x]
                     if b:
                         r = reqs.get(x)
                         if r is not None:
                             r.blocks.extend(b)
-                            m = len(b)
-                            self.kv_s.extend([k] * m)
-                            self.kv_b.extend(b)
-                            self.kv_r.extend([r.row] * m)
-                            self.kv_o.extend([ACQUIRE] * m)
+                            got_b += b
+                            got_r += [r.row] * len(b)
+                m = len(got_b)
+                if m:   # one extend a buffer a step
+                    self.kv_s.extend([k] * m)
+                    self.kv_b.extend(got_b)
+                    self.kv_r.extend(got_r)
+                    self.kv_o.frombytes(_ACQUIRE_BYTE * m)
         fin = st["fin"]
         for i, reason in fin:
             r = reqs.get(i)
@@ -234,14 +242,16 @@ class TraceBuilder:
                 self._finish(i, r, str(reason or "unknown"), k, t3, k)
         g = st.get
         a, b, c = g("free"), g("free_sched"), g("cached_free")
+        a, b, c = _NAN if a is None else a, _NAN if b is None else b, _NAN if c is None else c   # not recorded
         if t0 is not None and t1 is not None and t2 is not None and t3 is not None:
-            times = (t0, t3, t1 - t0, t2 - t1, t3 - t2)
+            self.s_all.extend((k, e0, t0, t3, t1 - t0, t2 - t1, t3 - t2, n, running_n, waiting_n, len(pre),
+                               len(fin), a, b, c))
         else:
-            times = (_NAN if t0 is None else t0, _NAN if t3 is None else t3,
-                     _NAN if t0 is None or t1 is None else t1 - t0, _NAN if t1 is None or t2 is None else t2 - t1,
-                     _NAN if t2 is None or t3 is None else t3 - t2)
-        self.s_all.extend((k, e0, *times, n, running_n, waiting_n, len(pre), len(fin),
-                           _NAN if a is None else a, _NAN if b is None else b, _NAN if c is None else c))
+            self.s_all.extend((k, e0, _NAN if t0 is None else t0, _NAN if t3 is None else t3,
+                               _NAN if t0 is None or t1 is None else t1 - t0,
+                               _NAN if t1 is None or t2 is None else t2 - t1,
+                               _NAN if t2 is None or t3 is None else t3 - t2, n, running_n, waiting_n, len(pre),
+                               len(fin), a, b, c))
 
     def _admit(self, i: int, r: _Req, e: int, k: int, t0) -> None:
         fs = self.free_slots

@@ -91,7 +91,15 @@ def build(b, rec) -> Trace:
     vals = np.fromiter((r.row for r in b.reqs.values()), dtype=np.int64, count=len(b.reqs))
     order = np.argsort(keys)
     keys, vals = keys[order], vals[order]
-    row = vals[np.searchsorted(keys, flat[:, 0])] if len(flat) else np.zeros(0, dtype=np.int64)
+    if not len(flat):
+        row = np.zeros(0, dtype=np.int64)
+    elif keys[0] >= 0 and keys[-1] < 4 * len(keys) + (1 << 16):   # the recorder's 0, 1, 2, ...: a lookup table
+        lut = np.zeros(int(keys[-1]) + 1, dtype=np.int64)
+        lut[keys] = vals
+        row = lut[flat[:, 0]]
+        del lut
+    else:
+        row = vals[np.searchsorted(keys, flat[:, 0])]
     tokens, before = flat[:, 1], flat[:, 2]
     width = n_e + 1
     query = row * width
@@ -120,8 +128,11 @@ def build(b, rec) -> Trace:
         "step": step[sidx], "request": _text(row, ids), "slot": np.where(slot < 0, np.nan, slot) if (slot < 0).any() else slot, "kind": _text(kind, KINDS), "tokens": tokens,
         "computed_before": before, "sampled": sampled})
     # per step
-    sums = {c: np.bincount(sidx, weights=np.where(kind == code, tokens, 0), minlength=n_steps).astype(np.int64)
+    # tokens per (step, kind): one bincount over step * 3 + kind
+    by_kind = np.bincount(sidx * 3 + kind, weights=tokens, minlength=3 * n_steps).reshape(n_steps, 3).astype(np.int64)
+    sums = {c: by_kind[:, code].copy()
             for c, code in (("prefill_tokens", PREFILL), ("decode_tokens", DECODE), ("recompute_tokens", RECOMPUTE))}
+    del by_kind
     starts = t[:, 0].copy()
     cols = {"step": step, "start": starts, "end": t[:, 1].copy(),
             "num_tokens": sums["prefill_tokens"] + sums["decode_tokens"] + sums["recompute_tokens"], **sums}
@@ -163,21 +174,21 @@ def build(b, rec) -> Trace:
         "rejected": [False] * n_rows, "finish_reason": [f[2] for f in fin],
         "slot": [r.slot for r in reqs],
         "received_time": np.array([x.get("arrival") for x in a], dtype=float)})
-    events = _events(b, ids, row, sampled, at, width)
-    kv = kv_table(_np(b.kv_s), _np(b.kv_b), _text(_np(b.kv_r), ids), _np(b.kv_o).astype(np.int64).tolist())
+    events = _events(b, ids, row[got] * width + at[got], width)
+    kv = kv_table(_np(b.kv_s), _np(b.kv_b), _text(_np(b.kv_r), ids), _np(b.kv_o).astype(np.int64))
     return Trace(requests=requests, steps=steps, batch=batch, events=events, kv=kv,
                  counters=table_from_columns("counters", {"step": [], "tenant": [], "value": []}),
                  meta=_meta(rec, n_rows))
 
 
-def _events(b, ids, row, sampled, at, width):
+def _events(b, ids, keys, width):
     """The arrivals first, then the steps' events, each in the order they came; then stably by
-    step (as the events were always ordered)."""
+    step (as the events were always ordered). keys: row * width + entry of each entry that
+    sampled, sorted (a finish says the tokens its request sampled before it)."""
     a, e = b.arrive_ev, b.ev
     detail = list(e.detail)
     if b.fin_ev:
         pos, f_row, f_at, why = zip(*b.fin_ev)
-        keys = np.sort(row[sampled] * width + at[sampled])
         lo = np.asarray(f_row, dtype=np.int64) * width
         n_out = np.searchsorted(keys, lo + np.asarray(f_at, dtype=np.int64)) - np.searchsorted(keys, lo)
         for p, w, n in zip(pos, why, n_out.tolist()):
