@@ -11,11 +11,12 @@ other, each its own server (eager mode, no hub, no recorder, stats logging on: t
 - `vllm_cpu_default`: the server's default logging (no request lines but uvicorn's access lines);
 - `vllm_cpu_requests`: the same with `--enable-log-requests` (`Received request ...: params:
   SamplingParams(... max_tokens=N ...)` and `Added request ...` per request).
-Both get the same seeded open-loop traffic (TRAFFIC): a light Poisson start, a burst of long
-requests that fills the 8 sequences and the small KV pool (24 blocks of 32 tokens: a queue and
-preemptions), then groups of requests sharing long prompt prefixes (prefix-cache hits), then
-quiet. The server is stopped with SIGINT after the last stats line of the quiet tail. Times are
-the machine's, so a rerun gives a different log of the same shape.
+Both get the same seeded open-loop traffic (traffic()): a light Poisson start, a burst of long
+requests that fills the 8 sequences and the small KV pool (24 blocks of 32 tokens: a queue), then
+groups of requests sharing long prompt prefixes (prefix-cache hits), then 12 long requests at once
+(servers/vllm/workloads.kv_pressure's shape, which preempts), then quiet. The server is stopped
+with SIGINT after the quiet tail. Times are the machine's, so a rerun gives a different log of
+the same shape.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _prompt(rng: random.Random, n: int) -> list[int]:
 
 
 def traffic(seed: int = 28) -> list[dict]:
-    """The seeded requests (id, prompt token ids, max_tokens, at_ms), about 70 s of them."""
+    """The seeded requests (id, prompt token ids, max_tokens, at_ms), about 75 s of them."""
     rng = random.Random(seed)
     out: list[dict] = []
     t = 0.0
@@ -69,6 +70,9 @@ def traffic(seed: int = 28) -> list[dict]:
                     "max_tokens": rng.randint(10, 60), "at_ms": t})
         t += rng.expovariate(3.0) * 1000.0
         j += 1
+    for i in range(12):                        # KV pressure: long prompts and outputs at once (preemptions)
+        out.append({"id": f"kv{i}", "prompt": _prompt(rng, rng.randint(150, 350)),
+                    "max_tokens": rng.randint(60, 160), "at_ms": 74_000.0 + 2.0 * i})
     return out
 
 

@@ -69,8 +69,8 @@ def parse(key: str, name: str, _data) -> ServerLog | str:
 @st.cache_data(max_entries=6, show_spinner="Simulating the workload the log implies…")
 def resim(key: str, _log: ServerLog) -> dict:
     """The implied workload re-simulated (servers.server_log.resim), or why not: its JSON and figure."""
-    try:
-        res = resimulate(_log.read)
+    try:   # a page's share: the command line takes more (python -m sim log FILE --resimulate)
+        res = resimulate(_log.read, max_steps=300_000, max_requests=20_000)
     except (ValueError, RuntimeError) as e:   # a pool the simulator refuses, the step cap
         return {"why": f"the simulator could not run it: {e}"[:300]}
     out = res.to_json()

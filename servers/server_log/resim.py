@@ -13,7 +13,7 @@ What each log gives, and what is assumed (said in `assumed`, word for word on th
   from the stats lines: each line's prompt throughput x the stats interval is the prompt tokens
   of the requests whose first token came in that interval (vLLM counts a prompt once, then); the
   requests that started in it (arrived by then, minus those still waiting at the line, first come
-  first served) share them evenly. Those are computed tokens:
+  first served; with those of earlier lines that counted no prompt tokens) share them evenly. Those are computed tokens:
   prefix-cache hits are not in them, and the simulator runs without prefix caching. Outputs are
   max_tokens (exactly right with ignore_eos), scaled down to the log's generated-token total
   (generation throughput x interval) when their sum is more than 5% above it; without max_tokens
@@ -52,6 +52,8 @@ from sim.workload import DEFAULT_CONFIG, Request, Workload
 
 MAX_REQUESTS = 100_000
 MAX_STEPS = 2_000_000
+MAX_TOKENS = 20_000_000       # prompt + output tokens of the whole implied workload
+MAX_REQUEST_TOKENS = 1_000_000  # of one request
 SGLANG_DEFAULT_INTERVAL = 40
 CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "enable_chunked_prefill", "max_model_len")
 
@@ -162,7 +164,7 @@ def _vllm(read) -> Implied:
     if not stats:
         imp.why = "no stats lines: the prompt and output tokens cannot be estimated"
         return imp
-    reqs = sorted(reqs, key=lambda q: q["t"])[:MAX_REQUESTS]
+    reqs = sorted(reqs, key=lambda q: q["t"])[:MAX_REQUESTS + 1]   # one more than may be taken: said, not cut
     n = len(reqs)
     interval = float(read.extra.get("stats_interval_s") or 10.0)
     assumed = imp.assumed
@@ -179,22 +181,22 @@ def _vllm(read) -> Implied:
         assumed.append("prompt lengths from the request lines (`prompt_token_ids`)")
     else:
         prompts = [0] * n
-        started_prev, last_group = 0, None
+        started_prev, last_group, pending = 0, None, []
         carry = 0.0
         for s, p in zip(stats, p_int):
             arrived = int(np.searchsorted(arr, s["t"], side="right"))
             started = min(max(arrived - int(s.get("waiting") or 0), started_prev), n)
-            group = range(started_prev, started)
-            if len(group):
-                for i, x in zip(group, _shares(round(p + carry), len(group))):
+            pending += range(started_prev, started)
+            started_prev = started
+            if pending and round(p + carry) > 0:      # their prompts counted in this line
+                for i, x in zip(pending, _shares(round(p + carry), len(pending))):
                     prompts[i] = x
-                carry, last_group = 0.0, group
-            elif p > 0 and last_group is not None:   # chunks or recomputation of requests already started
+                carry, last_group, pending = 0.0, pending, []
+            elif p > 0 and last_group is not None and not pending:   # more of requests already started
                 for i, x in zip(last_group, _shares(round(p), len(last_group))):
                     prompts[i] += x
-            else:
+            else:   # tokens before any request line, or started requests whose prompts come in a later line
                 carry += p
-            started_prev = started
         left = [i for i in range(n) if prompts[i] == 0]
         assigned = [x for x in prompts if x > 0]
         mean = round(sum(assigned) / len(assigned)) if assigned else 1
@@ -204,8 +206,8 @@ def _vllm(read) -> Implied:
                        "shared evenly by the requests that started in it (arrived, less those waiting at the line, "
                        "first come first served); computed tokens, so prefix-cache hits are not in them")
         if left:
-            assumed.append(f"{len(left):,} request(s) started after the last stats line or never: the mean "
-                           f"implied prompt ({mean:,} tokens) each")
+            assumed.append(f"{len(left):,} request(s) whose prompt no stats line counted (the log ends first): the "
+                           f"mean implied prompt ({mean:,} tokens) each")
         prompts = [max(1, x) for x in prompts]
     # output lengths
     maxes = [q.get("max_tokens") for q in reqs]
@@ -216,7 +218,7 @@ def _vllm(read) -> Implied:
         if g_total > 0 and s_max > 1.05 * g_total:
             f = g_total / s_max
             outs = [max(1, round(m * f)) for m in outs]
-            assumed.append(f"outputs: each request's max_tokens x {f:.3f}, so that they sum to the log's generated "
+            assumed.append(f"outputs: each request's max_tokens x {f:.3g}, so that they sum to the log's generated "
                            f"tokens ({g_total:,.0f}; the max_tokens sum to {s_max:,})")
         else:
             assumed.append("outputs: each request's max_tokens" + (" (ignore_eos: exactly)" if eos else
@@ -283,9 +285,11 @@ def _sglang(read) -> Implied:
     reqs: list[tuple[float, int]] = []
     for b in pre:
         tokens = int(b.get("new_tokens") or 0) + int(b.get("cached_tokens") or 0)
-        for x in _shares(tokens, int(b["new_seqs"])):
+        k = min(int(b["new_seqs"]), MAX_REQUESTS + 1 - len(reqs))   # one more than may be taken: said, not cut
+        for x in _shares(tokens, k):
             reqs.append((float(b["t"]), max(1, x)))
-    reqs = reqs[:MAX_REQUESTS]
+        if len(reqs) > MAX_REQUESTS:
+            break
     n = len(reqs)
     assumed.append(f"{n:,} requests, one per #new-seq of the {len(pre):,} prefill batch lines, arriving at the "
                    "line's second (when the prefill ran: at or after they arrived), the batch's #new-token + "
@@ -345,13 +349,29 @@ def _sglang_cost(dec, pre, assumed) -> CalibratedCost:
 
 # ---------------------------------------------------------------------------------------------
 
-def implied_workload(read) -> Implied:
-    """The workload (and settings, step cost) a LogRead implies, with what was assumed; or why not."""
+def implied_workload(read, max_requests: int = MAX_REQUESTS) -> Implied:
+    """The workload (and settings, step cost) a LogRead implies, with what was assumed; or why not
+    (also when it is beyond what a re-simulation takes: more than `max_requests` requests, more
+    than MAX_TOKENS tokens, a request over MAX_REQUEST_TOKENS)."""
     if read.engine == "vllm":
-        return _vllm(read)
-    if read.engine == "sglang":
-        return _sglang(read)
-    return Implied(read.engine, why=f"re-simulation reads SGLang and vLLM logs (this is {read.engine}'s)")
+        imp = _vllm(read)
+    elif read.engine == "sglang":
+        imp = _sglang(read)
+    else:
+        return Implied(read.engine, why=f"re-simulation reads SGLang and vLLM logs (this is {read.engine}'s)")
+    w = imp.workload
+    if w is not None:
+        n = len(w.requests)
+        total = sum(r.prompt_len + r.max_tokens for r in w.requests)
+        longest = max(r.prompt_len + r.max_tokens for r in w.requests)
+        why = (f"the log implies {n:,} requests, more than {max_requests:,}" if n > max_requests else
+               f"the log implies {total:,} tokens, more than {MAX_TOKENS:,}" if total > MAX_TOKENS else
+               f"the log implies a request of {longest:,} tokens, more than {MAX_REQUEST_TOKENS:,}"
+               if longest > MAX_REQUEST_TOKENS else "")
+        if why:
+            imp.why = why + ": too much to re-simulate here"
+            imp.workload = None
+    return imp
 
 
 def _at(times: np.ndarray, step_start: np.ndarray, col: np.ndarray) -> np.ndarray:
@@ -363,10 +383,10 @@ def _at(times: np.ndarray, step_start: np.ndarray, col: np.ndarray) -> np.ndarra
     return out
 
 
-def resimulate(read, max_steps: int = MAX_STEPS) -> Resim:
+def resimulate(read, max_steps: int = MAX_STEPS, max_requests: int = MAX_REQUESTS) -> Resim:
     """The implied workload simulated under the log's settings and step cost, and the gauges of the
-    log beside the simulator's at the log's own times."""
-    imp = implied_workload(read)
+    log beside the simulator's at the log's own times. RuntimeError past max_steps."""
+    imp = implied_workload(read, max_requests)
     res = Resim(imp)
     if imp.workload is None:
         return res
