@@ -8,7 +8,8 @@
 A speed-up of the readers must leave every line the same. Logs: the real excerpts
 (tests/fixtures/engine_logs), every wrapper variant of them (tests/servers/server_log/
 engine_variants.py), the bundled samples, and 2 MB of each era of bench/gen_server_logs.py (made
-in --dir). Each is read as a path and as bytes; a line is the way, the sha256 of the JSON
+in --dir, kept there: remove it after changing the generator). Each is read as a path and as bytes;
+a line is the way, the sha256 of the JSON
 (`sim log --json`) and of the Trace's tables.
 """
 from __future__ import annotations

@@ -113,7 +113,19 @@ def _nnls2(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, float]
     return (max(a, 0.0), 0.0) if ra <= rb else (0.0, max(b, 0.0))
 
 
+MAX_BLOCKS = 1_000_000     # a KV pool the simulator takes (a log may say anything)
+INT_LIMITS = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 24, "block_size": 1 << 12,
+              "max_model_len": MAX_REQUEST_TOKENS, "num_gpu_blocks_override": MAX_BLOCKS,
+              "kv_cache_tokens": MAX_BLOCKS << 12}
+
+
 def _settings(said: dict, assumed: list[str], need_len: int) -> dict:
+    said = dict(said)
+    for k, top in INT_LIMITS.items():   # a number no server runs with is not taken
+        v = said.get(k)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= top):
+            del said[k]
+            assumed.append(f"the log's {k} ({v!r}) is not taken: out of range")
     cfg = {k: DEFAULT_CONFIG[k] for k in ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs",
                                           "enable_chunked_prefill")}
     cfg["enable_prefix_caching"] = False
@@ -136,6 +148,9 @@ def _settings(said: dict, assumed: list[str], need_len: int) -> dict:
     if mml is not None and mml < need_len:
         cfg["max_model_len"] = need_len   # an implied request longer than the server allowed: our estimate's fault
         assumed.append(f"max_model_len raised to {need_len:,} to hold the longest implied request")
+    if cfg["num_gpu_blocks"] > MAX_BLOCKS:
+        cfg["num_gpu_blocks"] = MAX_BLOCKS
+        assumed.append(f"KV pool capped at {MAX_BLOCKS:,} blocks")
     usable = (cfg["num_gpu_blocks"] - 1) * bs
     if usable < need_len:
         cfg["num_gpu_blocks"] = -(-need_len // bs) + 1
