@@ -485,6 +485,8 @@ if v is not None:
         st.warning(f"The decisions part at step {d['step']} ({plain(d['field'])}). Recorded: "
                    f"{plain(d['recorded'])[:300]}; simulated: {plain(d['simulated'])[:300]}.",
                    icon=":material/call_split:")
+    if v.get("stopped"):   # the simulator could not go on where the server did (servers.vllm.compare.decisions)
+        st.caption(f"The simulator stopped there: {plain(v['stopped'])}.")
     choices = [CAL_SAME] + ([k for k in SAMPLES if up is not None or chosen or k != ss["keep_vs_sample"]])
     if ss.get("keep_vs_cal") not in choices:
         ss["keep_vs_cal"] = CAL_SAME

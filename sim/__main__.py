@@ -42,7 +42,9 @@ def _load_workload(path: str, **trace_options):
     try:
         return parse_workload(data, path, **trace_options)
     except UnknownFormat as e:   # one line; `run --help` spells the formats out
-        raise SystemExit(f"cannot read workload {path}: {e} (sim run --help lists them)")
+        msg, hint = f"cannot read workload {path}: {e}", " (sim run --help lists them)"
+        # the hint where the line stays within 200 characters besides the path the user typed
+        raise SystemExit(msg + hint if len(msg) + len(hint) - len(path) <= 200 else msg)
     except ValueError as e:
         raise SystemExit(f"cannot read workload {path}: {e}")
 
@@ -334,6 +336,8 @@ def cmd_vllm(args) -> int:
         f = d["first_difference"]
         print(f"simulator: decisions part at step {f['step']} ({f['field']}: recorded {f['recorded']}, "
               f"simulated {f['simulated']})")
+    if d.get("stopped"):   # the simulator could not go on where the server did
+        print(f"simulator stopped: {d['stopped']}")
     if args.predict:
         for m, e in out["errors"].items():
             print(f"predicted {m[:-3]}: mean absolute error {e['mape']:.1f}%, p90 {e['p90']:.1f}% ({e['n']} requests)")

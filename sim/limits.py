@@ -114,6 +114,12 @@ def _too_deep(data: bytes) -> int:
     return d if d > MAX_JSON_DEPTH else 0
 
 
+# a \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or the second without the first (a pair
+# is one character beyond the BMP, as ensure_ascii writers write emoji)
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
 def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYTES):
     """A user's JSON file, decoded; ValueError with a plain message if it is too big, not UTF-8,
     nested too deep or not JSON. NaN and Infinity parse (as Python does); the checks of the
@@ -128,6 +134,12 @@ def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYT
     if depth:
         raise ValueError(f"{what} nests lists or objects {depth:,} levels deep; "
                          f"at most {MAX_JSON_DEPTH} levels are read (a workload needs 4)")
+    if b"\\u" in data:   # a \uXXXX escape: only then can a lone surrogate come out of the parser
+        m = _LONE_SURROGATE.search(data)
+        if m:   # json.loads makes it a str that no UTF-8 writer takes (pandas raised UnicodeEncodeError)
+            line = data.count(b"\n", 0, m.start()) + 1
+            raise ValueError(f"{what} holds a lone UTF-16 surrogate ({m.group().decode()} at line {line:,}) in "
+                             "its text; JSON text must be valid Unicode")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

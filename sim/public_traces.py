@@ -88,16 +88,26 @@ def unzip(data: bytes) -> bytes:
     """The bytes of a gzip file, unzipped (at most MAX_UNZIPPED_BYTES); other bytes as they are."""
     if data[:2] != b"\x1f\x8b":
         return data
-    d = zlib.decompressobj(wbits=31)
-    try:
-        out = d.decompress(data, MAX_UNZIPPED_BYTES)
-    except zlib.error:
-        raise ValueError("the file looks gzip-compressed but does not unzip") from None
-    if d.unconsumed_tail:
-        raise ValueError(f"unzipped, the file is over {MAX_UNZIPPED_BYTES >> 30} GiB")
-    if not d.eof:
-        raise ValueError("the gzip file is cut short: it does not unzip to its end")
-    return out
+    # several gzip members back to back (`cat a.gz b.gz`, as gzip itself reads them) are read
+    # one after the other: only the first was read before, the rest dropped without a word
+    parts, room, rest = [], MAX_UNZIPPED_BYTES, data
+    while True:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            out = d.decompress(rest, room)
+        except zlib.error:
+            raise ValueError("the file looks gzip-compressed but does not unzip") from None
+        if not d.eof and d.unconsumed_tail:
+            raise ValueError(f"unzipped, the file is over {MAX_UNZIPPED_BYTES >> 30} GiB")
+        if not d.eof:
+            raise ValueError("the gzip file is cut short: it does not unzip to its end")
+        parts.append(out)
+        room -= len(out)
+        rest = d.unused_data
+        if rest[:2] != b"\x1f\x8b":   # the end; bytes after the last member are ignored, as gzip(1) does
+            return b"".join(parts) if len(parts) > 1 else parts[0]
+        if room <= 0:
+            raise ValueError(f"unzipped, the file is over {MAX_UNZIPPED_BYTES >> 30} GiB")
 
 
 def _first_line(data: bytes) -> bytes:
@@ -332,7 +342,7 @@ def _hash_ids(f: pd.DataFrame, first: int) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"line {first}: hash_ids must be a list of block ids")
         lens = col.list.len().fillna(0).to_numpy(dtype=np.int64)
         flat = col.list.flatten()
-        if not pa.types.is_integer(flat.dtype.pyarrow_dtype) and len(flat):
+        if (not pa.types.is_integer(flat.dtype.pyarrow_dtype) or flat.hasnans) and len(flat):   # a null in a list
             raise ValueError(f"line {first}: hash_ids must hold whole-number block ids")
         flat = flat.to_numpy(dtype=np.int64) if len(flat) else np.zeros(0, dtype=np.int64)
     else:
@@ -395,7 +405,9 @@ def to_workload(cols: TraceColumns, name: str = "", *, limit: int | None = None,
                          f"(set a request limit)")
     t = cols.time_ms[keep]
     if t[-1] - t[0] > MAX_ARRIVAL_TIME * rate_scale:
-        raise ValueError(f"the trace's arrivals span {(t[-1] - t[0]) / 3.6e6:,.0f} hours; at most "
+        hours = (t[-1] - t[0]) / 3.6e6   # shown short: a 1e300 timestamp made a 300-digit sentence
+        span = f"{hours:,.0f}" if hours < 1e15 else f"{hours:.3g}"
+        raise ValueError(f"the trace's arrivals span {span} hours; at most "
                          f"{MAX_ARRIVAL_TIME / 3.6e6 / rate_scale:,.0f} hours of arrivals are run")
     arrival = ((t - t[0]) / float(rate_scale)).tolist()
     width = max(4, len(str(n - 1)))

@@ -60,7 +60,7 @@ from dataclasses import dataclass, fields
 from typing import Callable, Iterable
 
 from .cost import COST_PRESETS, cost_from_preset
-from .limits import shown
+from .limits import MAX_JSON_DEPTH, shown
 from .metrics import summary
 from .scheduler import SchedulerConfig
 from .simulate import check_fits, max_model_len_for, resolve_config, scheduler_names, simulate
@@ -304,6 +304,11 @@ class Grid:
                 obj = json.loads(obj)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise ValueError(f"the grid is not valid JSON ({getattr(e, 'msg', e)})") from None
+            except RecursionError:   # 200,000 "[" in a row (sim.limits.load_json says the same)
+                raise ValueError(f"the grid nests lists or objects too deep; at most {MAX_JSON_DEPTH} levels "
+                                 "are read") from None
+            except ValueError:   # an integer of over 4,300 digits
+                raise ValueError("the grid holds a number of thousands of digits") from None
         if not isinstance(obj, dict):
             raise ValueError('the grid must be a JSON object of knob -> list of values, like {"max_num_seqs": [8, 16]}')
         known = set(knob_names())

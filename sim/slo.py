@@ -84,6 +84,10 @@ class SLO:
                 obj = json.loads(obj)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise ValueError(f"SLO is not valid JSON ({getattr(e, 'msg', e)})") from None
+            except RecursionError:   # 200,000 "[" in a row (sim.limits.load_json says the same)
+                raise ValueError("SLO nests lists or objects too deep") from None
+            except ValueError:   # an integer of over 4,300 digits
+                raise ValueError("SLO holds a number of thousands of digits") from None
         if obj is None:
             return cls()
         return cls._from_dict(obj, "", nested=True)

@@ -119,6 +119,8 @@ def _nullable_int(v, n: int) -> pd.arrays.IntegerArray:
         return pd.arrays.IntegerArray(narrow_int(data), np.asarray(v.isna(), dtype=bool))
     a = as_array(v, np.float64) if n else np.zeros(0)
     missing = np.isnan(a)
+    if not (np.abs(a[~missing]) < 2.0**63).all():   # an infinity or 1e300 would cast to garbage
+        raise ValueError("a whole-number column holds a value past 2**63")
     return pd.arrays.IntegerArray(narrow_int(np.where(missing, 0, a).astype(np.int64)), missing)
 
 

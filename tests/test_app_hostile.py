@@ -173,3 +173,78 @@ def test_the_app_hides_error_details_from_the_browser():
     # "none": no traceback, type or message (streamlit 1.67; a plain false still shows the traceback)
     assert cfg["client"]["showErrorDetails"] == "none"
 
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs a mutation sweep (tests/fuzz_inputs.py) crashed or hung the pages with
+# --------------------------------------------------------------------------------------------
+
+def _sample_lines(path: str) -> list[bytes]:
+    return gzip.decompress((ROOT / path).read_bytes()).split(b"\n")
+
+
+def _on_vllm_page(name: str, data: bytes) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/vllm_server.py").run()
+    at.sidebar.file_uploader[0].upload(name, data, "application/x-ndjson").run()
+    return at
+
+
+def test_a_recording_line_whose_kind_is_a_list_is_skipped_on_the_vllm_page():
+    lines = _sample_lines("samples/vllm/priority.jsonl.gz")   # was a TypeError: the guard's "internal error"
+    doc = json.loads(lines[2])
+    lines[2] = json.dumps({**doc, "kind": [doc["kind"]]}).encode()
+    at = _on_vllm_page("listkind.jsonl", b"\n".join(lines))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not any(leak in shown_text(at) for leak in PAGE_LEAKS)
+
+
+def test_a_recording_step_line_written_twice_is_a_warning_on_the_vllm_page():
+    lines = _sample_lines("samples/vllm/priority.jsonl.gz")   # was pandas' "duplicate labels": the guard's line
+    k = next(i for i, x in enumerate(lines) if x.startswith(b'{"kind":"step"') and i > 20)
+    at = _on_vllm_page("dup.jsonl", b"\n".join(lines[:k + 1] + [lines[k]] + lines[k + 1:]))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "a step line repeats" in shown_text(at)
+
+
+def test_a_recording_the_simulator_cannot_finish_shows_where_it_parts(monkeypatch):
+    # simulate's RuntimeError (its step cap here; "no progress for 1000 steps" on a recording with
+    # a request added twice) stopped the verdict and the prediction on the guard's "internal error"
+    import servers.vllm.compare as compare
+    real = compare.simulate
+    monkeypatch.setattr(compare, "simulate", lambda wl, *a, **kw: real(wl, *a, **{**kw, "max_steps": 40}))
+    data = gzip.decompress((ROOT / "samples/vllm/fcfs_kv_pressure.jsonl.gz").read_bytes()) + b"\n\n"   # its own cache key
+    at = _on_vllm_page("capped.jsonl", data)
+    at.toggle(key="keep_vs_sim").set_value(True).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("The decisions part at step 41" in w.value for w in at.warning)
+    assert any("The simulator stopped there: step cap 40" in c.value for c in at.caption)
+    assert any("No time prediction: the simulator cannot run" in i.value for i in at.info)
+
+
+def test_fleet_recordings_with_a_request_added_twice_open_with_a_warning():
+    # read_fleet's verdict raised the simulator's RuntimeError on the twice-added request: the
+    # guard's "internal error"; the reader now skips the repeated line and says so
+    sample = "samples/fleet/vllm-router-cache_aware/"
+    lines = _sample_lines(sample + "rec-8101.jsonl.gz")
+    k = next(i for i, x in enumerate(lines) if x.startswith(b'{"kind":"add"'))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["fleet_source"] = "A real fleet (upload recordings)"
+    at.switch_page("pages/fleet.py").run()
+    at.file_uploader(key="fleet_recordings").set_value(
+        [("a.jsonl", b"\n".join(lines[:k + 1] + [lines[k]] + lines[k + 1:]), "application/x-ndjson"),
+         ("b.jsonl.gz", (ROOT / sample / "rec-8102.jsonl.gz").read_bytes(), "application/gzip")])
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "add line repeats" in shown_text(at)
+    assert not any(leak in shown_text(at) for leak in PAGE_LEAKS)
+
+
+def test_a_llama_log_of_two_gzip_members_reads_on_the_page():
+    # the llama-server reader's gunzip looped without end on `cat a.log.gz b.log.gz`
+    one = (ROOT / "samples/llama-logs/s3_no_cont_batching.34af94cd9.log.gz").read_bytes()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/llama_log.py").run()
+    at.sidebar.file_uploader[0].upload("two.log.gz", one + one, "application/gzip").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not any(leak in shown_text(at) for leak in PAGE_LEAKS)

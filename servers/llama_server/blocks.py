@@ -115,12 +115,18 @@ def gunzip_into(read, block: int, reader, progress, total, first: bytes = b"") -
             while True:
                 if out:
                     reader.feed(out)
-                if d.unconsumed_tail:
-                    out = d.decompress(d.unconsumed_tail, block)
-                elif d.eof and d.unused_data:
+                # the end of a member first: when a member ends inside a call bounded by
+                # max_length, zlib leaves the input after it in unconsumed_tail AND in
+                # unused_data, and feeding that tail to the finished object again only grows
+                # unused_data (a loop without end on `cat a.gz b.gz`; found by tests/fuzz_inputs.py)
+                if d.eof:
+                    if not d.unused_data:
+                        break
                     rest = d.unused_data
                     d = zlib.decompressobj(31)
                     out = d.decompress(rest, block)
+                elif d.unconsumed_tail:
+                    out = d.decompress(d.unconsumed_tail, block)
                 else:
                     break
         except zlib.error as e:

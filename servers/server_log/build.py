@@ -23,6 +23,8 @@ import pandas as pd
 
 from sim.trace import Trace, empty_table, table_from_columns
 
+from .fields import INT_MAX
+
 SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log"}
 SG_GAUGES = ("running", "waiting", "kv_usage", "throughput", "cached_tokens")
 VL_GAUGES = ("running", "waiting", "kv_usage", "swapped", "prefix_cache_hit_rate", "prompt_throughput",
@@ -33,27 +35,37 @@ def _num(v):
     return float("nan") if v is None or isinstance(v, bool) else float(v)
 
 
+def _count(v):
+    """A logged count as an int; None where the field gave no whole number (`#token: 1e300`,
+    `#running-req: 0.5`, true), which int() truncated or the Int64 columns refused (TypeError)."""
+    if v.__class__ is int:
+        return v   # fields.value keeps ints within INT_MAX
+    if v.__class__ is float and v.is_integer() and abs(v) <= INT_MAX:
+        return int(v)
+    return None
+
+
 def _steps(batches: list[dict]) -> pd.DataFrame:
     n = len(batches)
     if n == 0:
         return empty_table("steps")
     kind = [b["kind"] for b in batches]
     pre = [k == "prefill" for k in kind]
-    new_tok = [int(b.get("new_tokens") or 0) if p else 0 for b, p in zip(batches, pre)]
-    run = [int(b.get("running") or 0) for b in batches]
+    new_tok = [(_count(b.get("new_tokens")) or 0) if p else 0 for b, p in zip(batches, pre)]
+    run = [(_count(b.get("running")) or 0) for b in batches]
     dec = [0 if p else r for p, r in zip(pre, run)]
     cols = {
         "step": np.arange(n, dtype=np.int64), "start": [_num(b["t"]) for b in batches],
         "end": [math.nan] * n, "num_tokens": [a + d for a, d in zip(new_tok, dec)],
         "prefill_tokens": new_tok, "decode_tokens": dec, "recompute_tokens": [0] * n,
-        "num_seqs": [int(b.get("new_seqs") or 0) if p else r for b, p, r in zip(batches, pre, run)],
-        "running": run, "waiting": [int(b.get("waiting") or 0) for b in batches],
-        "preempted": [int(b.get("retracted_req") or 0) for b in batches], "finished": [0] * n, "arrived": [0] * n,
+        "num_seqs": [(_count(b.get("new_seqs")) or 0) if p else r for b, p, r in zip(batches, pre, run)],
+        "running": run, "waiting": [(_count(b.get("waiting")) or 0) for b in batches],
+        "preempted": [(_count(b.get("retracted_req")) or 0) for b in batches], "finished": [0] * n, "arrived": [0] * n,
         "idle": [False] * n, "swap_bytes": [0.0] * n,
         "kind": pd.Series(kind, dtype=object), "lane": pd.Series([b["lane"] for b in batches], dtype=object),
-        "cached_tokens": pd.array([b.get("cached_tokens") for b in batches], dtype="Int64"),
+        "cached_tokens": pd.array([_count(b.get("cached_tokens")) for b in batches], dtype="Int64"),
         "kv_usage": [_num(b.get("kv_usage")) for b in batches],
-        "kv_tokens": pd.array([b.get("kv_tokens") for b in batches], dtype="Int64"),
+        "kv_tokens": pd.array([_count(b.get("kv_tokens")) for b in batches], dtype="Int64"),
         "throughput": [_num(b.get("throughput")) for b in batches],
         "line": np.array([b["line"] for b in batches], dtype=np.int64),
     }

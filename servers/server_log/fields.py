@@ -24,10 +24,23 @@ _FIELD_TAIL = _FIELD.pattern[_FIELD.pattern.index(": (?:(?P<sub>"):]
 TEMPLATES_MAX = 16
 
 
+INT_MAX = 2**53   # a count past this is no count (the Trace's columns, float64 on the way, would round it)
+
+
+def _big_int(v: str):
+    """A whole number of 16 digits or more: itself up to INT_MAX, else None, as NaN and inf are
+    (a 170-digit count overflowed the Trace's int64 columns; 5,000 digits are past int()'s limit)."""
+    if len(v.lstrip("-")) > 17:
+        return None
+    n = int(v)
+    return n if -INT_MAX <= n <= INT_MAX else None
+
+
 def value(v: str, unit: str | None = None):
-    """A field's value: int, float (a percentage as a fraction 0-1), bool or None."""
+    """A field's value: int, float (a percentage as a fraction 0-1), bool or None (also for a
+    whole number past INT_MAX, and NaN or inf)."""
     if v.isdigit():          # the common case first (`v` matched _VALUE: its digits are \d's)
-        return int(v)
+        return int(v) if len(v) < 16 else _big_int(v)
     if v in ("True", "False"):
         return v == "True"
     if v == "None":
@@ -36,7 +49,7 @@ def value(v: str, unit: str | None = None):
         x = float(v[:-1]) / 100.0
         return round(x, 10) if math.isfinite(x) else None
     if _INT.fullmatch(v):
-        return int(v)
+        return int(v) if len(v) < 16 else _big_int(v)
     x = float(v)
     return x if math.isfinite(x) else None
 

@@ -15,6 +15,7 @@ time (received -> added, and after the last step) is outside both, and reported 
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from sim import versions
 from sim.async_sched import per_schedule
 from sim.calibrate import calibrate, predict_steps, step_samples
 from sim.cost import CalibratedCost, CostModel, ScaledCost
-from sim.simulate import oracle_jsonl, simulate
+from sim.simulate import simulate
 from sim.trace import Trace
 
 from .recording import Recording, first_difference, iter_oracle_lines, to_trace, to_workload
@@ -47,18 +48,36 @@ def decisions(rec: Recording) -> dict:
                 capped[0] = True
             yield x
 
+    # The simulator may stop on the recording's workload where the server went on (a damaged or
+    # spliced recording: requests a pool of this size cannot hold, the step cap): a RuntimeError
+    # from simulate. That is a verdict too: the decisions compared up to there, and where they
+    # part (the recording goes on, the simulation does not), with the reason in "stopped".
+    stopped = None
     if wl.config.get("async_scheduling"):   # the recorder writes each step with its own update
-        simulated = per_schedule([json.loads(line) for line in oracle_jsonl(wl).splitlines()])
+        buf = io.StringIO()
+        try:
+            simulate(wl, oracle_out=buf)   # oracle_jsonl(wl), keeping the lines written before a stop
+        except RuntimeError as e:
+            stopped = str(e)
+        simulated = per_schedule([json.loads(line) for line in buf.getvalue().splitlines()])
         rec_lines = list(recorded())
         diff, n_rec, n_sim = first_difference(rec_lines, simulated), len(rec_lines), len(simulated)
     else:
         cmp = _Compare(recorded())
-        simulate(wl, oracle_out=cmp)
+        try:
+            simulate(wl, oracle_out=cmp)
+        except RuntimeError as e:
+            stopped = str(e)
         diff, n_rec, n_sim = cmp.result()
-    return {"equal": diff is None, "steps": n_rec, "simulated_steps": n_sim,
-            "first_difference": diff, "waiting_capped": capped[0],
-            "simulated_as": {"vllm_version": wl.config.get("vllm_version", versions.NEWEST),
-                             "async_scheduling": bool(wl.config.get("async_scheduling"))}}
+    if stopped and diff is None:   # the recording ended where the simulation stopped: still not the same run
+        diff = {"step": n_sim + 1, "field": "steps", "recorded": n_rec, "simulated": n_sim}
+    out = {"equal": diff is None, "steps": n_rec, "simulated_steps": n_sim,
+           "first_difference": diff, "waiting_capped": capped[0],
+           "simulated_as": {"vllm_version": wl.config.get("vllm_version", versions.NEWEST),
+                            "async_scheduling": bool(wl.config.get("async_scheduling"))}}
+    if stopped:
+        out["stopped"] = stopped
+    return out
 
 
 class _Compare:
@@ -241,7 +260,13 @@ def predict(rec: Recording, calibration: Recording, form: str = "linear", band: 
     bench (bench/bench_vllm_fidelity.py --floor) measures how often the band holds a held run."""
     cost = fit_cost(calibration, form)
     wl = to_workload(rec, timed=True)
-    sim = simulate(wl, cost=cost)
+
+    def run(cost):   # a run the simulator cannot finish (a damaged recording) is a plain ValueError
+        try:
+            return simulate(wl, cost=cost)
+        except RuntimeError as e:
+            raise ValueError(f"the simulator cannot run this recording's arrivals to their end ({e})") from None
+    sim = run(cost)
     real = request_times(to_trace(rec))
     guess = request_times(sim).set_index("id")
     out = real.copy()
@@ -261,7 +286,7 @@ def predict(rec: Recording, calibration: Recording, form: str = "linear", band: 
             factors[k] = band_factors(measured, modelled, w)
             for f in factors[k]:
                 if f not in runs:
-                    runs[f] = guess if f == 1.0 else request_times(simulate(wl, cost=ScaledCost(cost, f))).set_index("id")
+                    runs[f] = guess if f == 1.0 else request_times(run(ScaledCost(cost, f))).set_index("id")
         for m in METRICS:
             lo_f, hi_f = factors["ttft" if m == "ttft_ms" else "e2e"]
             vals = np.column_stack([out[f"predicted_{m}"].to_numpy(dtype=float)]

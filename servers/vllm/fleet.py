@@ -119,7 +119,7 @@ def load_vocab(path) -> dict[int, str]:
         doc = json.loads(p.read_text())
     except OSError as e:
         raise ValueError(f"{p}: cannot be read ({e.strerror or e})") from None
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):   # RecursionError: "[" nested past the parser's stack
         raise ValueError(f"{p}: is not a tokenizer.json (not JSON)") from None
     model = doc.get("model") if isinstance(doc, dict) else None
     if not isinstance(model, dict) or model.get("type") != "WordLevel" or not isinstance(model.get("vocab"), dict):
@@ -143,7 +143,7 @@ def read_client(path) -> list[dict]:
     try:
         text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         rows = [json.loads(line) for line in text.decode().splitlines() if line.strip()]
-    except (OSError, EOFError, ValueError, UnicodeDecodeError):
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError):
         raise ValueError(f"{path}: is not a client's file (JSON lines)") from None
     if not all(isinstance(r, dict) and isinstance(r.get("id", r.get("rid")), str) for r in rows):
         raise ValueError(f"{path}: a line has no request id")

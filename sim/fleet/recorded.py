@@ -113,6 +113,9 @@ def _served(replicas: list[RecordedReplica]) -> tuple[list, dict]:
     reqs, served = [], {}
     for i, rep in enumerate(replicas):
         for q in rep.requests:
+            if served.get(q.id) == i:   # a duplicated add line: not a second replica's request
+                raise ValueError(f"request {q.id} is added twice in the recording of {rep.name}; a request is "
+                                 "added once (a line written twice?)")
             if q.id in served:
                 raise ValueError(f"request {q.id} is in the recordings of both {replicas[served[q.id]].name} and "
                                  f"{rep.name}; each request is served by one replica")

@@ -17,6 +17,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..limits import shown
+
+MAX_SETTING = 2**53   # a router setting's numbers: counts and thresholds, far below this
+MAX_SETTING_TEXT = 100   # a router setting's text: a flavor's or a granularity's name
+
 ROUTERS: dict[str, type["Router"]] = {}
 
 
@@ -116,21 +121,28 @@ class Router:
         unknown = sorted(set(config) - set(cls.defaults))
         if unknown:
             known = ", ".join(sorted(cls.defaults)) or "none"
-            raise ValueError(f"router {cls.name} has no setting {unknown[0]!r} (its settings: {known})")
+            msg = f"router {cls.name} has no setting {shown(unknown[0])}"
+            raise ValueError(f"{msg} (its settings: {known})" if len(msg) + len(known) < 180 else msg)
         out = dict(cls.defaults)
         for k, v in config.items():
             d = cls.defaults[k]
+            # values shown by sim.limits.shown: a 5,000-digit number or a long text stays one short
+            # line; the upper bound keeps math.isfinite from overflowing on a huge int
             if isinstance(d, bool):
                 if not isinstance(v, bool):
-                    raise ValueError(f"router setting {k} must be true or false, not {v!r}")
+                    raise ValueError(f"router setting {k} must be true or false, not {shown(v)}")
             elif isinstance(d, (int, float)):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                    raise ValueError(f"router setting {k} must be a finite number, 0 or more, not {v!r}")
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_SETTING:
+                    what = "from 0 to 2**53" if isinstance(v, (int, float)) and v == v and v > 0 else "0 or more"
+                    raise ValueError(f"router setting {k} must be a finite number, {what}, not "
+                                     f"{repr(v) if isinstance(v, float) else shown(v)}")
                 if isinstance(d, int) and not isinstance(d, bool) and v != int(v):
-                    raise ValueError(f"router setting {k} must be a whole number, not {v!r}")
+                    raise ValueError(f"router setting {k} must be a whole number, not {shown(v)}")
             elif isinstance(d, str):
                 if not isinstance(v, str):
-                    raise ValueError(f"router setting {k} must be text, not {v!r}")
+                    raise ValueError(f"router setting {k} must be text, not {shown(v)}")
+                if len(v) > MAX_SETTING_TEXT:   # a name; a router's own check would quote it whole
+                    raise ValueError(f"router setting {k} is {len(v):,} characters long; at most {MAX_SETTING_TEXT}")
             out[k] = v
         cls.validate(out)
         return out

@@ -95,6 +95,8 @@ class RecordingStream:
         self.stopped: Exception | None = None   # a restart: raised again by feed
         self.full = False                        # too many bad lines: nothing more is taken
         self._running_n = self._waiting_len = 0
+        self._last_step = -1 << 63   # the step lines' numbers rise; one that does not is skipped (_repeats)
+        self._added: set[int] = set()   # the add lines' request indexes (`i`)
 
     @property
     def header(self) -> dict | None:
@@ -158,16 +160,28 @@ class RecordingStream:
             except (KeyError, TypeError, ValueError, OverflowError):
                 rec.warn("a 'step' line is damaged or of another format: skipped")
                 return True
+            if self._repeats(rec, st["step"]):
+                return True
             has_r, has_w = "running" in st, "waiting" in st
             running_n = self._running_n = len(st["running"]) if has_r else self._running_n
             waiting_len = self._waiting_len = len(st["waiting"]) if has_w else self._waiting_len
             rec.steps.append(raw, has_r, has_w)
             rec.builder.step(st, running_n, st.get("waiting_n", waiting_len))
             return True
-        if kind not in LINE_KINDS:
+        if type(kind) is not str or kind not in LINE_KINDS:   # a list or object there is unhashable
             self.bad += 1
             return True
         self._take(rec, obj, raw)
+        return True
+
+    def _repeats(self, rec: Recording, step: int) -> bool:
+        """Whether a step line's number is not past the last one's: a line written twice, or lines
+        out of order. Skipped, and said: the Trace's steps are unique and rising (a repeated step
+        was applied twice, and the metrics' lookups by step refused the duplicate)."""
+        if step > self._last_step:
+            self._last_step = step
+            return False
+        rec.warn("a step line repeats or goes back to an earlier step (a line written twice?): skipped")
         return True
 
     def _take(self, rec: Recording, obj: dict, raw) -> None:
@@ -177,6 +191,8 @@ class RecordingStream:
                 if obj.get("step") is None:
                     return   # an update of a step made before the recorder started
                 st = clean_step(obj)
+                if self._repeats(rec, st["step"]):
+                    return
                 has_r, has_w = "running" in st, "waiting" in st
                 running_n = len(st["running"]) if has_r else self._running_n
                 waiting_len = len(st["waiting"]) if has_w else self._waiting_len
@@ -185,6 +201,10 @@ class RecordingStream:
                 rec.builder.step(st, running_n, st.get("waiting_n", waiting_len))
             elif kind == "add":
                 a = clean_add(obj)
+                if a["i"] in self._added:   # the recorder numbers each request once: a line written twice
+                    rec.warn("an add line repeats an earlier request's index (a line written twice?): skipped")
+                    return
+                self._added.add(a["i"])
                 rec.adds.append(a)
                 rec.builder.add(a)
             elif kind == "finish":
