@@ -120,6 +120,19 @@ _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][
                              rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
+def _lone_surrogate(data: bytes):
+    """The first lone-surrogate escape that is an escape: its backslash is not itself escaped
+    (an even run of backslashes before it), so the text `\\\\ud800` (a backslash, then "ud800") is
+    not one."""
+    for m in _LONE_SURROGATE.finditer(data):
+        i = m.start()
+        while i > 0 and data[i - 1] == 0x5C:   # backslashes before this one
+            i -= 1
+        if (m.start() - i) % 2 == 0:
+            return m
+    return None
+
+
 def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYTES):
     """A user's JSON file, decoded; ValueError with a plain message if it is too big, not UTF-8,
     nested too deep or not JSON. NaN and Infinity parse (as Python does); the checks of the
@@ -135,7 +148,7 @@ def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYT
         raise ValueError(f"{what} nests lists or objects {depth:,} levels deep; "
                          f"at most {MAX_JSON_DEPTH} levels are read (a workload needs 4)")
     if b"\\u" in data:   # a \uXXXX escape: only then can a lone surrogate come out of the parser
-        m = _LONE_SURROGATE.search(data)
+        m = _lone_surrogate(data)
         if m:   # json.loads makes it a str that no UTF-8 writer takes (pandas raised UnicodeEncodeError)
             line = data.count(b"\n", 0, m.start()) + 1
             raise ValueError(f"{what} holds a lone UTF-16 surrogate ({m.group().decode()} at line {line:,}) in "

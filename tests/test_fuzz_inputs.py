@@ -264,6 +264,11 @@ def test_a_lone_surrogate_in_a_workload_is_one_plain_line(tmp_path, monkeypatch,
     (tmp_path / "w.json").write_text(json.dumps(doc))
     rc, out = _cli(tmp_path, monkeypatch, capsys, "run", "w.json")
     assert rc == 0, rc
+    doc["requests"][0]["tenant"] = "C:\\ud800 and \\\\"   # the text backslash-u-d-8-0-0 is no escape: read as it is
+    (tmp_path / "w.json").write_text(json.dumps(doc))
+    assert b'\\\\ud800' in (tmp_path / "w.json").read_bytes()
+    rc, out = _cli(tmp_path, monkeypatch, capsys, "run", "w.json")
+    assert rc == 0, rc
 
 
 def test_a_trace_of_absurd_timestamps_is_one_short_line():
