@@ -4,6 +4,8 @@ in the same run; and the llama-server log reader against a plain scan of its lin
 
     .venv/bin/python bench/bench_readers.py REC.jsonl.gz [REC2 ...] [--old DIR] [--cli] [--llama LOG]
         [--repeat 2] [--json]
+    .venv/bin/python bench/bench_readers.py --digest REC [REC ...] > before.txt   # change the reader, then
+    .venv/bin/python bench/bench_readers.py --digest REC [REC ...] > after.txt && diff before.txt after.txt
 
 Every measurement runs in its own subprocess (its peak memory is that process's ru_maxrss);
 each is repeated --repeat times, alternating with the floor, and the fastest is kept. Wall
@@ -17,6 +19,12 @@ less with the others' load; the ratios are to the floor of the same file, same r
 - cli:    `python -m sim vllm REC --json` (the reader, the simulator's verdict on every step);
 - llama:  read_llama_log on --llama LOG, against the same file's lines scanned (gunzip + split).
 The load (/proc/loadavg) is printed beside each figure.
+
+--digest (no timing): one line a recording, the sha256 of what the vLLM reader makes of it: the
+Trace's bytes, the warnings, the step count, and, for files under 5 MB, the adds, the step dicts,
+the oracle lines, the Trace of the same lines fed 7 at a time (and every 100 feeds on the way),
+and the Trace of a Recording made by hand from the step dicts (to_trace's replay). A change to the
+reader must leave every line the same.
 """
 from __future__ import annotations
 
@@ -108,6 +116,53 @@ def measure(kind: str, path: str, pythonpath: str) -> dict:
     return out
 
 
+def digest(path: str) -> str:
+    import hashlib
+
+    from servers.vllm.recording import Recording, RecordingStream, oracle_lines, read_recording, to_trace
+    from servers.vllm.reader.source import Unzip, lines_of, open_source, raw_chunks
+
+    def sha(b: bytes) -> str:
+        return hashlib.sha256(b).hexdigest()[:16]
+
+    def plain(v):
+        return v.tolist() if hasattr(v, "tolist") else v
+
+    try:
+        rec = read_recording(path)
+    except ValueError as e:
+        return f"{path} ValueError {sha(str(e).encode())}"
+    out = [path, sha(to_trace(rec).to_bytes()), sha(json.dumps(rec.warnings).encode()), str(len(rec.steps))]
+    if os.path.getsize(path) < 5e6:
+        out.append(sha(json.dumps([{k: plain(v) for k, v in a.items()} for a in rec.adds], default=str).encode()))
+        out.append(sha(json.dumps(list(rec.steps), default=str).encode()))
+        try:
+            out.append(sha(json.dumps(oracle_lines(rec), default=str).encode()))
+        except ValueError as e:
+            out.append("oracle:" + type(e).__name__)
+        f, total, _, mine = open_source(path)
+        lines = []
+        for batch, tail, _stop in lines_of(Unzip(1 << 40).text(raw_chunks(f, total, None)), 64 << 20):
+            lines += batch
+            if tail:
+                lines.append(tail)
+        if mine:
+            f.close()
+        s, on_the_way = RecordingStream(), []
+        for j in range(0, len(lines), 7):
+            try:
+                s.feed(lines[j:j + 7])
+            except ValueError:   # a second header
+                break
+            if j % 700 == 0 and s.recording is not None:
+                on_the_way.append(sha(s.trace().to_bytes()))
+        out += [sha(s.trace().to_bytes()) if s.recording else "-", sha("".join(on_the_way).encode())]
+        by_hand = Recording(header=rec.header, adds=rec.adds, steps=list(rec.steps), finishes=rec.finishes,
+                            name=rec.name)
+        out.append(sha(to_trace(by_hand).to_bytes()))
+    return " ".join(out)
+
+
 def best(runs: list[dict]) -> dict:
     return min(runs, key=lambda r: r["wall_s"])
 
@@ -121,7 +176,13 @@ def main() -> None:
     ap.add_argument("--llama", help="a llama-server log to time the llama-server reader on")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--digest", action="store_true", help="print what the reader makes of each recording, as digests")
     a = ap.parse_args()
+    if a.digest:
+        sys.path.insert(0, str(ROOT))
+        for path in a.recordings:
+            print(digest(path), flush=True)
+        return
     here = str(ROOT)
     rows = []
 
