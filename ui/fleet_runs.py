@@ -110,6 +110,6 @@ def fleet_agreement(fleet: FleetTrace) -> dict:
 def fleet_numbers(key: str, _fleet: FleetTrace) -> dict:
     """Everything the page shows of a run that takes a pass over it: fleet_summary, the headline
     (with TTFT / TPOT / E2E percentiles), the per-replica table and the routing table."""
-    summ = fleet_summary(_fleet)
+    summ = fleet_summary(_fleet, fairness=False)   # the page shows no per-replica tenant fairness: not computed
     return {"summary": summ, "headline": headline(_fleet, summ), "per_replica": per_replica_table(_fleet, summ),
             "routes": routing_table(_fleet)}
