@@ -10,6 +10,7 @@ recorded by sim.simulate's own Recorder, so each replica's Trace is an ordinary 
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import replace
@@ -77,6 +78,14 @@ class SimReplica:
         self.waiting = self.running = self.used_blocks = 0
         self.view = None   # the fleet sets it
         self.tick = None   # called every 1,000 steps when set (the fleet's progress)
+        # release_horizon's index, kept once it is first asked (a router that reads only its
+        # in-flight counts): the requests here that have sampled a token (id -> Seq), and a heap
+        # of (tokens left, arrival order, Seq) of those that have not, whose count left cannot
+        # change until they sample (one that has sampled, or left, is dropped when it reaches the top)
+        self._horizon = False
+        self._started: dict = {}
+        self._fresh: list = []
+        self._fresh_seq = 0
 
     def check_fits(self, requests) -> None:
         """ValueError when a request dispatched here could never fit this replica's pool."""
@@ -131,10 +140,13 @@ class SimReplica:
             arrived = []
             while pending and pending[0].arrival_time <= clock:
                 r = pending.popleft()
-                if rec.arrive(sched, r, step, clock, True).status == "rejected":
+                seq = rec.arrive(sched, r, step, clock, True)
+                if seq.status == "rejected":
                     seqs.pop(r.id, None)
                     self.n_done += 1
                     self.finished.append((r.id, clock))   # turned away: the response ends at once
+                elif self._horizon:
+                    self._note_fresh(seq)
                 arrived.append(r.id)
             if not sched.has_requests():
                 rec.idle(step, clock, self.idle_dt, pool, arrived)
@@ -158,6 +170,11 @@ class SimReplica:
                 if e.kind != "decode" and e.sampled and e.seq.id not in self._first_seen:
                     self._first_seen.add(e.seq.id)
                     self.first_tokens.append((e.seq.id, end))
+            if self._horizon:   # a request's first token: its count of tokens left starts to fall
+                started = self._started
+                for e in plan.entries:
+                    if e.sampled and e.seq.num_output == 1:
+                        started[e.seq.id] = e.seq
             self.n_done += len(finished)
             for seq in finished:
                 self.finished.append((seq.id, end))
@@ -166,6 +183,9 @@ class SimReplica:
                 rec.record_counters(sched, step)
             for seq in finished:   # nothing reads a finished request's state again: free its token ids
                 del seqs[seq.id]
+            if self._horizon:
+                for seq in finished:
+                    self._started.pop(seq.id, None)
             self.busy_time += dt
             self.clock = end
 
@@ -173,7 +193,65 @@ class SimReplica:
         """A time before which no request here can finish: every request still to finish needs
         one step per output token it has left (each step that samples takes at least the cost
         model's step_time_floor), and one not yet arrived may be turned away the moment it does.
-        -inf when the cost model gives no floor."""
+        -inf when the cost model gives no floor.
+
+        The fewest tokens left comes from an index (the requests that have sampled, at most the
+        batch and the preempted; a heap of those that have not), not a pass over every request
+        the replica holds: an overloaded replica's queue holds tens of thousands, and this is
+        asked at every routing decision (_release_horizon_scan is the pass; tests compare them)."""
+        if self.n_done == len(self.requests):
+            return math.inf
+        if self.step_floor <= 0:
+            return -math.inf
+        h = self.pending[0].arrival_time if self.pending else math.inf
+        left = self._fewest_left()
+        if left != math.inf:
+            h = min(h, self.clock + max(left, 1) * self.step_floor)
+        return h
+
+    def _tokens_left(self, seq) -> int:
+        return min(seq.max_tokens - seq.num_output, self.max_model_len - seq.num_tokens)
+
+    def _note_fresh(self, seq) -> None:
+        heapq.heappush(self._fresh, (self._tokens_left(seq), self._fresh_seq, seq))
+        self._fresh_seq += 1
+
+    def _fewest_left(self) -> float:
+        """min over the scheduler's requests of the tokens each has left (inf if none)."""
+        seqs = self.sched.seqs
+        if not self._horizon:   # the first question: index what is here; advance keeps it from now on
+            self._horizon = True
+            for seq in seqs.values():
+                if seq.num_output > 0:
+                    self._started[seq.id] = seq
+                else:
+                    self._note_fresh(seq)
+        left = math.inf
+        started = self._started
+        gone = None
+        max_len = self.max_model_len
+        for rid, seq in started.items():
+            if seqs.get(rid) is not seq:
+                gone = [rid] if gone is None else gone + [rid]
+                continue
+            n = min(seq.max_tokens - seq.num_output, max_len - seq.num_tokens)
+            if n < left:
+                left = n
+        if gone:
+            for rid in gone:
+                del started[rid]
+        fresh = self._fresh
+        while fresh:
+            seq = fresh[0][2]
+            if seq.num_output == 0 and seqs.get(seq.id) is seq:
+                break
+            heapq.heappop(fresh)   # it has sampled (counted above) or left
+        if fresh and fresh[0][0] < left:
+            left = fresh[0][0]
+        return left
+
+    def _release_horizon_scan(self) -> float:
+        """release_horizon by a pass over every request here (the plain form, for the tests)."""
         if self.n_done == len(self.requests):
             return math.inf
         if self.step_floor <= 0:

@@ -426,3 +426,33 @@ def test_release_horizon_is_a_floor_on_the_next_finish():
         tight = min([tight] + [end - h for end in ends])
     assert checked == 60 and b.step_floor > 0
     assert tight < 3 * b.step_floor   # a floor, and not a loose one
+
+
+@pytest.mark.parametrize("router", ["least_loaded", "power_of_two", "cache_aware"])
+@pytest.mark.parametrize("cfg", [{}, {"num_gpu_blocks": 40}, {"num_gpu_blocks": 40, "preemption_mode": "swap"},
+                                 {"policy": "priority"}, {"max_queued_requests": 3},
+                                 {"scheduler": "static"}])
+def test_release_horizon_index_is_the_pass_over_every_request(router, cfg, monkeypatch):
+    """SimReplica.release_horizon reads an index (the requests that have sampled; a heap of
+    those that have not) instead of a pass over every request it holds (an overloaded
+    replica's queue: tens of thousands a decision). At every call it equals the pass
+    (_release_horizon_scan), through preemptions (recompute and swap), priorities, requests
+    turned away and static batching, and the fleet is the same to the byte."""
+    from sim.fleet.replica import SimReplica
+    wl = _workload(n=160, gap=1.0, blocks=120, **cfg)   # overloaded: the queues grow
+    s = FleetSettings(replicas=2, router=router, seed=3)
+    fast = SimReplica.release_horizon
+    calls = []
+
+    def both(self):
+        h = fast(self)
+        assert h == self._release_horizon_scan(), (self.index, self.step)
+        calls.append(h)
+        return h
+    monkeypatch.setattr(SimReplica, "release_horizon", both)
+    checked = simulate_fleet(wl, s, cost=MS)
+    assert len(calls) > 100 and any(math.isfinite(h) for h in calls)
+    if cfg.get("num_gpu_blocks") == 40 and cfg.get("scheduler") is None:
+        assert sum(int(t.requests["preemptions"].sum()) for t in checked.replicas) > 0
+    monkeypatch.setattr(SimReplica, "release_horizon", SimReplica._release_horizon_scan)
+    assert simulate_fleet(wl, s, cost=MS).to_bytes() == checked.to_bytes()
