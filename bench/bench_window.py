@@ -26,11 +26,19 @@ times the page (Streamlit's AppTest, no browser) on the uploaded workload: the f
 (simulating it, the overview, the default window's views) and the rerun after typing a new
 5,000-step window (the run cached), best of 3 reruns.
 
-    python bench/bench_window.py --peak           # what ui.runs' limits divide by
+    python bench/bench_window.py --fit            # sim.run_memory's model against measured peaks
 
-runs two simulations, each in a fresh process: the busy run above and an idle one (two requests
-1,000,000 steps apart: steps with no batch rows), and prints each one's peak memory over its
-resident size before simulate() (ru_maxrss) per batch row and per step.
+runs seven simulations, each in a fresh process, that weigh the model's terms differently (idle
+steps; the busy run above; Poisson requests, 100,000 and 1,000,000 of them; 300,000 three-token
+requests; long prompts with prefix caching) and prints each one's peak memory over its resident
+size before simulate() (ru_maxrss), beside what sim.run_memory.run_bytes says of its size.
+
+    python bench/bench_window.py --page-big 1000000   # the Playback page on a million requests
+
+the Playback page (AppTest) on bench_sim.big_workload(N) uploaded as a workload JSON: the first
+run (parse, simulate, the numbers, the overview, the default window), then three typed 5,000-step
+windows and three scrubs, with the process's peak memory (the server's: AppTest runs the page in
+it) before and after.
 """
 from __future__ import annotations
 
@@ -44,6 +52,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from figures.overview import overview_figure  # noqa: E402
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure  # noqa: E402
@@ -100,18 +109,47 @@ def _rss_kb() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def one_peak(kind: str, n: int) -> None:
-    """(in its own process) simulate one run and print its peak over the resident size before."""
-    wl = long_workload(n) if kind == "busy" else idle_workload(1_000_000)
+FIT_RUNS = (("idle", 1_000_000), ("busy", 36_000), ("big", 100_000), ("short", 300_000), ("prefix", 3_000),
+            ("big", 1_000_000))
+
+
+def fit_workload(kind: str, n: int) -> Workload:
+    from bench_sim import big_workload
+    from sim.workload import generate
+    if kind == "idle":
+        return idle_workload(n)
+    if kind == "busy":
+        return long_workload(n)
+    if kind == "big":
+        return big_workload(n)
+    if kind == "short":
+        return generate(n, seed=7, arrival="poisson", rate=4.0,
+                        prompt={"dist": "lognormal", "median": 32, "sigma": 0.5, "max": 256},
+                        output={"dist": "lognormal", "median": 3, "sigma": 0.5, "max": 16},
+                        config={"num_gpu_blocks": 4096, "block_size": 16, "max_num_batched_tokens": 2048,
+                                "max_num_seqs": 64})
+    return generate(n, seed=8, arrival="poisson", rate=1.0,
+                    prompt={"dist": "lognormal", "median": 512, "sigma": 0.7, "max": 4096},
+                    output={"dist": "lognormal", "median": 64, "sigma": 1.0, "max": 512},
+                    config={"num_gpu_blocks": 2048, "block_size": 16, "max_num_batched_tokens": 1024,
+                            "max_num_seqs": 128, "enable_prefix_caching": True})
+
+
+def one_fit(kind: str, n: int) -> None:
+    """(in its own process) simulate one run; print its peak over the resident size before, and the model's."""
+    from sim.run_memory import run_bytes
+    wl = fit_workload(kind, n)
     before = _rss_kb()
     t0 = time.perf_counter()
     tr = simulate(wl)
     secs = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    rows, steps = len(tr.batch), tr.num_steps
-    print(f"{kind}: {steps:,} steps, {rows:,} batch rows, peak +{peak / 1024:,.0f} MB over the start, "
-          f"{peak * 1024 / max(rows, 1):,.0f} bytes per batch row, {peak * 1024 / max(steps, 1):,.0f} bytes per step; "
-          f"{secs:.1f} s ({steps / secs:,.0f} steps/s)  (load {load()})")
+    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    caching = bool(tr.meta.get("config", {}).get("enable_prefix_caching"))
+    prompt = sum(r.prompt_len for r in wl.requests) if caching else 0
+    said = run_bytes(tr.num_steps, len(tr.batch), len(tr.kv), len(wl.requests), prompt)
+    print(f"{kind:>6} {n:>9,}: {tr.num_steps:>9,} steps {len(tr.batch):>11,} rows {len(tr.kv):>11,} KV rows "
+          f"{prompt:>10,} cached prompt tokens | peak +{peak / 2**20:7,.0f} MiB, model {said / 2**20:7,.0f} MiB "
+          f"({said / peak:.2f}x) | {secs:.0f} s (load {load()})", flush=True)
 
 
 def page(n: int) -> None:
@@ -141,22 +179,68 @@ def page(n: int) -> None:
           f"{', '.join(f'{t:.2f}' for t in times)}  (load {load()})")
 
 
+def page_big(n: int) -> None:
+    import json
+
+    from bench_sim import big_workload
+    from streamlit.testing.v1 import AppTest
+    text = json.dumps(big_workload(n).to_json()).encode()
+    at = AppTest.from_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "app.py"),
+                           default_timeout=1800)
+    at.run()
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="pb_upload").upload("big.workload.json", text, "application/json")
+    del text
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{n:,} requests; before the first run: peak {before:,.0f} MB  (load {load()})", flush=True)
+    t0 = time.perf_counter()
+    at.run()
+    first = time.perf_counter() - t0
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    print(f"page, first run (parse, simulate, numbers, overview, the default window): {first:.1f} s; "
+          f"peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, now {_rss_kb() / 1024:,.0f} MB "
+          f"(load {load()})", flush=True)
+    times, got = [], []
+    for k in range(3):
+        a0 = n // 10 * (k + 1)   # big_workload runs about one step per two requests
+        at.number_input(key="pb_win_first").set_value(a0)
+        t0 = time.perf_counter()
+        at.number_input(key="pb_win_last").set_value(a0 + WINDOW - 1).run()
+        times.append(time.perf_counter() - t0)
+        assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+        got.append(at.query_params.get("pb_win"))
+    print(f"page, a new {WINDOW:,}-step window ({', '.join(map(str, got))}): {', '.join(f'{t:.2f}' for t in times)} s  "
+          f"(load {load()})", flush=True)
+    times = []
+    for k in range(3):
+        t0 = time.perf_counter()
+        at.slider(key="keep_pb_step").set_value(3 * n // 10 + 1_000 * (k + 1)).run()
+        times.append(time.perf_counter() - t0)
+        assert not at.exception
+    print(f"page, a scrub inside the window: {', '.join(f'{t:.2f}' for t in times)} s; peak "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, now {_rss_kb() / 1024:,.0f} MB "
+          f"(load {load()})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=36_000)
     ap.add_argument("--no-whole", action="store_true", help="skip the whole run's figures (the slow part)")
-    ap.add_argument("--peak", action="store_true", help="peak memory per batch row and per step (two processes)")
-    ap.add_argument("--one-peak", choices=("busy", "idle"), help=argparse.SUPPRESS)
+    ap.add_argument("--fit", action="store_true", help="sim.run_memory's model against measured peaks (a process each)")
+    ap.add_argument("--one-fit", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--page-big", type=int, metavar="N", help="time the Playback page on N Poisson requests (AppTest)")
     ap.add_argument("--page", action="store_true", help="time the Playback page on the run (AppTest)")
     ap.add_argument("--recording", help="a vLLM recording (servers/vllm/recorder.py) instead of a simulated run")
     a = ap.parse_args()
     if a.page:
         return page(a.requests)
-    if a.one_peak:
-        return one_peak(a.one_peak, a.requests)
-    if a.peak:
-        for kind in ("busy", "idle"):
-            subprocess.run([sys.executable, __file__, "--one-peak", kind, "--requests", str(a.requests)], check=True)
+    if a.page_big:
+        return page_big(a.page_big)
+    if a.one_fit:
+        return one_fit(a.one_fit[0], int(a.one_fit[1]))
+    if a.fit:
+        for kind, n in FIT_RUNS:
+            subprocess.run([sys.executable, __file__, "--one-fit", kind, str(n)], check=True)
         return
     print(f"load average before: {load()}")
     t0 = time.perf_counter()

@@ -24,6 +24,7 @@ from ui.runs import run_key, run_trace
 from ui.scrub import step_scrubber
 from ui.slo import SLOInputs
 from ui.state import PageSettings, Setting
+from ui.tables import capped_table
 from ui.window import WindowPicker
 from ui.workloads import WorkloadPicker
 
@@ -148,10 +149,10 @@ except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported
     primer.stop()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner="Adding up the run's numbers…")
 def run_numbers(run_id: str, _trace: Trace) -> tuple[dict, object]:
     """The whole run's metrics and per-request table, once per run (a long run's window moves
-    without computing them again)."""
+    without computing them again; shared, not copied: a million requests' table is read only)."""
     return summary(_trace), per_request(_trace)
 
 
@@ -253,7 +254,8 @@ with st.expander("All metrics"):
     rows = [{"metric": k, "value": fmt(v) if not isinstance(v, str) else v} for k, v in m.items()]
     st.dataframe(rows, hide_index=True, key="pb_metrics_table")
 with st.expander("Per request"):
-    st.dataframe(per_req, hide_index=True, key="pb_requests_table")
+    capped_table(per_req, key="pb_requests_table", what="requests",
+                 file_name=f"{(workload.name or 'workload').rsplit('/', 1)[-1].removesuffix('.json')}.requests.csv")
 
 st.subheader("Downloads")
 stem = (workload.name or "workload").rsplit("/", 1)[-1].removesuffix(".json").removesuffix(".workload")

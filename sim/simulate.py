@@ -22,6 +22,7 @@ from .digest import Digest, gaps_frame
 from .jsonout import dumps_strict
 from .limits import check_prompt_work
 from .registry import SCHEDULERS
+from .run_memory import run_bytes
 from .async_sched import AsyncVllmScheduler, BatchQueue
 from .scheduler import SchedulerConfig, StepPlan
 from .static import PADDING
@@ -551,17 +552,20 @@ def resolve_config(workload: Workload, config) -> tuple[SchedulerConfig, str]:
 def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *, cost=None,
              oracle_out: TextIO | None = None, max_steps: int = 10_000_000,
              progress: Callable[[int, int], None] | None = None, columns: bool = False,
-             digest: bool = False, max_batch_rows: int | None = None) -> Trace | RunColumns | Digest:
+             digest: bool = False, max_batch_rows: int | None = None,
+             max_memory: int | None = None) -> Trace | RunColumns | Digest:
     """Run `workload` (its own config, overridden by `config`) and return the Trace (with
     `columns`, only its steps, batch and requests columns: RunColumns; with `digest`, only what
     the metrics read: a Digest, without per-token rows or the KV log). `max_batch_rows`: stop
-    with a RuntimeError once the run holds more batch rows than that (a server's memory cap)."""
+    with a RuntimeError once the run holds more batch rows than that; `max_memory`: likewise once
+    the run's Trace would take more bytes than that (sim.run_memory's model: a server's memory cap)."""
     cfg, mode = resolve_config(workload, config)
     check_options(cfg, mode)  # a version with rules; async only where it is modelled (sim/versions.py)
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
     check_fits(workload, cfg, mml)
     check_prompt_work(workload.requests, cfg.enable_prefix_caching)  # seconds, not hours, of token ids
+    memory = None if max_memory is None or digest else _MemoryCap(workload.requests, cfg, max_memory)
     try:
         sched = (AsyncVllmScheduler if cfg.async_scheduling else SCHEDULERS[mode])(cfg, mml)
     except KeyError:
@@ -591,6 +595,16 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     while n_done < n_total:
         if step >= max_steps:
             raise RuntimeError(f"step cap {max_steps} reached with {n_total - n_done} requests unfinished")
+        if max_batch_rows is not None and rec.num_batch_rows > max_batch_rows:
+            raise RuntimeError(
+                f"this run holds more than {max_batch_rows:,} token rows (a batch entry per request per step) "
+                f"after {step:,} steps, with {n_total - n_done:,} of {n_total:,} requests to go: more than "
+                f"this server keeps. " + _ELSEWHERE)
+        if step % 1000 == 0 and step:   # sync and async steps alike (the async call continues early)
+            if memory is not None:
+                memory.check(step, rec, pool, n_total - n_done, n_total)
+            if progress is not None:
+                progress(n_done, n_total)
         if arrivals.timed and arrivals.remaining and not sched.has_requests() and not (bq and bq.pending):
             clock = max(clock, arrivals.next_time())  # an idle engine waits for the next arrival
         step += 1
@@ -629,14 +643,6 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         if tracks_counters:
             rec.record_counters(sched, step)
         clock = end
-        if max_batch_rows is not None and rec.num_batch_rows > max_batch_rows:
-            raise RuntimeError(
-                f"this run holds more than {max_batch_rows:,} token rows (a batch entry per request per step) "
-                f"after {step:,} steps, with {n_total - n_done:,} of {n_total:,} requests to go: more than "
-                f"this server keeps. Run fewer requests, or get the metrics alone with `python -m sim run` "
-                f"or the Choosing settings page, which keep no token rows")
-        if progress is not None and step % 1000 == 0:
-            progress(n_done, n_total)
 
     if columns:
         return rec.columns(workload.requests)
@@ -644,6 +650,35 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
             "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
             "workload": workload.name}
     return rec.build(workload.requests, cfg, mode, pool, meta, take_log=not digest)
+
+
+class _MemoryCap:
+    """Stops a run whose Trace would take more than `budget` bytes (sim.run_memory's model): at
+    the start for what the requests alone take, then every 1,000 steps for what the run holds."""
+
+    def __init__(self, requests, cfg, budget: int):
+        self.budget, self.requests = budget, len(requests)
+        self.prompt_tokens = sum(r.prompt_len for r in requests) if cfg.enable_prefix_caching else 0
+        need = run_bytes(0, 0, 0, self.requests, self.prompt_tokens)
+        if need > budget:
+            raise RuntimeError(f"its {self.requests:,} requests alone would take about {_gb(need)} of memory, more "
+                               f"than the {_gb(budget)} this server keeps for one run. " + _ELSEWHERE)
+
+    def check(self, step: int, rec, pool, to_go: int, total: int) -> None:
+        need = run_bytes(step, rec.num_batch_rows, pool.log_len, self.requests, self.prompt_tokens)
+        if need > self.budget:
+            raise RuntimeError(f"after {step:,} steps, with {to_go:,} of {total:,} requests to go, this run already "
+                               f"holds about {_gb(need)} ({rec.num_batch_rows:,} token rows, {pool.log_len:,} KV "
+                               f"changes), more than the {_gb(self.budget)} this server keeps for one run. "
+                               + _ELSEWHERE)
+
+
+_ELSEWHERE = ("Run fewer requests, or get the metrics alone with `python -m sim run` or the Choosing settings page, "
+              "which keep no token rows")
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
 
 
 def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt, stalled, swap_unit_per_byte):

@@ -55,6 +55,13 @@ def show_formats() -> None:
                + "\n".join(f"- **{label}**: `{what}`" for label, what in FORMATS))
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _upload_workload(digest: str, name: str, _text: str) -> Workload:
+    """An upload's Workload, parsed once (a million requests take seconds to check and build), and
+    shared: the pages only read a workload."""
+    return Workload.from_json(json.loads(_text), name=name)
+
+
 class WorkloadPicker:
     def __init__(self, prefix: str, apply_config: Callable[[dict, str | None], None]):
         self.prefix = prefix
@@ -146,7 +153,7 @@ class WorkloadPicker:
         if not ss.get(self._json):
             return None, "", None
         name = ss.get(self._name, "upload")
-        workload = Workload.from_json(json.loads(ss[self._json]), name=name)
+        workload = _upload_workload(hashlib.sha256(ss[self._json].encode()).hexdigest(), name, ss[self._json])
         if up is None:
             st.caption(f"Using {name} (uploaded earlier).")
         blurb = ss.get(self._blurb) or f"Uploaded workload **{name}**: {len(workload.requests):,} requests."
