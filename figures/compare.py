@@ -23,6 +23,8 @@ from .animate import assemble
 from .common import CONTROLS_MARGIN_B, FONT, MAX_BARS, TEMPLATE, pick_frames, play_controls, themed
 from .playback import lane_traces
 
+MAX_POINTS = 20_000   # markers drawn of a long sorted change curve (change_figure)
+
 FASTER, SLOWER, SAME = "#2E7D32", "#C0392B", "#9CA3AF"
 
 # summary() key -> (label, which way is better: -1 lower, +1 higher, 0 neither)
@@ -168,11 +170,12 @@ def diff_table(m: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "A", "B", "B - A", "change %", "better", "key"])
 
 
-def change_figure(diff: pd.DataFrame, metric: str = "e2e", unit: str = "", max_bars: int = MAX_BARS) -> go.Figure:
+def change_figure(diff: pd.DataFrame, metric: str = "e2e", unit: str = "", max_bars: int = MAX_BARS,
+                  max_points: int = MAX_POINTS) -> go.Figure:
     """Per request, B - A of `metric` ("e2e" or "ttft"), sorted from most faster to most slower.
 
     Bars (one per request, x = request id) up to max_bars requests, a line of Scattergl markers
-    (x = rank) past it. Requests without the metric on both sides (rejected, unfinished) are
+    (x = rank) past it, at most max_points of them (evenly spaced ranks, the first and last kept). Requests without the metric on both sides (rejected, unfinished) are
     left out. layout.meta: {"metric", "faster", "slower", "same", "missing"}.
     """
     col, ca, cb = f"{metric}_change", f"{metric}_A", f"{metric}_B"
@@ -194,9 +197,15 @@ def change_figure(diff: pd.DataFrame, metric: str = "e2e", unit: str = "", max_b
         fig.update_xaxes(type="category", title_text="request (sorted by the change)",
                          showticklabels=len(d) <= 60, tickangle=-45)
     else:
-        fig.add_trace(go.Scattergl(x=np.arange(len(d)), y=v, mode="markers", customdata=custom,
-                                   marker={"color": colour, "size": 4}, hovertemplate=hover, name="B - A"))
-        fig.update_xaxes(title_text=f"requests, sorted by the change ({len(d):,})")
+        # past max_points, evenly spaced ranks of the sorted curve (its ends kept): a million
+        # requests' markers would be a hundred MB of figure for a curve a few thousand points draw
+        rank = np.arange(len(d))
+        if len(d) > max_points:
+            rank = np.unique(np.linspace(0, len(d) - 1, max_points).round().astype(np.int64))
+        fig.add_trace(go.Scattergl(x=rank, y=v[rank], mode="markers", customdata=custom[rank],
+                                   marker={"color": colour[rank], "size": 4}, hovertemplate=hover, name="B - A"))
+        fig.update_xaxes(title_text=f"requests, sorted by the change ({len(d):,}"
+                                    + (f"; {len(rank):,} evenly spaced shown" if len(rank) < len(d) else "") + ")")
     fig.add_hline(y=0, line_color="#6B7280", line_width=1)
     themed(fig).update_layout(height=320, font=FONT, showlegend=False, bargap=0.1,
                       margin={"l": 71, "r": 20, "t": 30, "b": 80},

@@ -20,10 +20,11 @@ from sim.workload import effective_config
 from ui import primer, vllm_mode
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
-from ui.runs import run_trace
+from ui.runs import run_key, run_trace
 from ui.scrub import step_scrubber
 from ui.slo import SLOInputs
 from ui.state import PageSettings, Setting
+from ui.window import WindowPicker, cut
 from ui.workloads import WorkloadPicker
 
 ss = st.session_state
@@ -60,6 +61,7 @@ def _apply_config(config: dict, cost: str | None = None) -> None:
 
 PICKER = WorkloadPicker("cmp", _apply_config)
 SLO_IN = SLOInputs("cmp")  # one set of targets for both sides
+WIN = WindowPicker("cmp")  # long runs: one window of steps for both sides, picked on the longer run's overview
 SETTINGS = PageSettings("cmp", [
     *PICKER.settings(),
     *SLO_IN.settings(),
@@ -75,6 +77,7 @@ SETTINGS = PageSettings("cmp", [
     )],
     Setting("keep_cmp_step", None, int, bounds=(0, 10**9)),
     Setting("keep_cmp_change", "e2e", str, choices=tuple(CHANGE_LABELS)),
+    *WIN.settings(),
 ])
 
 
@@ -163,10 +166,12 @@ for side, col in zip(SIDES, cols):
         side_widgets(side)
 
 traces: dict[str, Trace] = {}
+keys: dict[str, str] = {}
 for side in SIDES:
     try:
-        traces[side] = run_trace(workload, {**side_config(side), **SLO_IN.config(ss[k(side, "policy")])},
-                                 ss[k(side, "cost")])
+        cfg = {**side_config(side), **SLO_IN.config(ss[k(side, "policy")])}
+        traces[side] = run_trace(workload, cfg, ss[k(side, "cost")])
+        keys[side] = run_key(workload, cfg, ss[k(side, "cost")])
     except Exception as e:  # noqa: BLE001 - a user's run that cannot finish is reported, never a crash
         st.error(f"Configuration {side.upper()} cannot run: {e}", icon=":material/error:")
 if len(traces) < 2:
@@ -185,7 +190,16 @@ st.caption(f"Scheduling: A {vllm_mode.describe(ta)}; B {vllm_mode.describe(tb)}.
 # Headline numbers
 # ---------------------------------------------------------------------------------------------
 
-metrics, per_req = compare(ta, tb)  # both runs' summary() side by side, and the per-request changes
+
+
+@st.cache_resource(max_entries=8, show_spinner="Adding up both runs' numbers…")
+def both_numbers(key_a: str, key_b: str, _a: Trace, _b: Trace):
+    """compare() and the first step where the runs part, once per pair of runs (a long run's window
+    moves without computing them again; shared, not copied: the pages only read them)."""
+    return compare(_a, _b), first_difference(_a, _b)
+
+
+(metrics, per_req), diff_step = both_numbers(keys["a"], keys["b"], ta, tb)  # summary() of both, per-request changes
 ma, mb = (dict(zip(metrics["metric"], metrics[side])) for side in ("A", "B"))
 HEAD = [("steps", "Steps", True), ("ttft_mean", "Mean TTFT", True), ("ttft_p99", "p99 TTFT", True),
         ("itl_worst", "Worst token gap", True), ("e2e_mean", "Mean end-to-end", True),
@@ -210,6 +224,12 @@ SLO_IN.compare_report(ta, tb)
 # Lock-step animation
 # ---------------------------------------------------------------------------------------------
 
+# a long run: its overview, and one window of steps cut from both runs (the numbers above stay whole)
+longer = "a" if ta.num_steps >= tb.num_steps else "b"
+view = WIN.pick(traces[longer], key=keys[longer], around=diff_step)
+w = view.meta.get("window")
+va, vb = (cut(keys[s], w["first"], w["last"], traces[s]) for s in SIDES) if w else (ta, tb)
+
 st.subheader("Both runs, step by step")
 st.caption(
     "A's slot lanes above, B's below, on one step axis: one row per slot, one column per step, the colour "
@@ -217,14 +237,15 @@ st.caption(
     "prompt work, a darker one recomputation, a red × a preemption"
     + (", a dark ▼ above a side's lanes arrivals it turned away (queue full or SLO admission)" if rejecting else "")
     + ". ▶ Play moves both sides together.")
-st.plotly_chart(lockstep_figure(ta, tb, titles=(side_title("a"), side_title("b"))), key="lockstep",
+st.plotly_chart(lockstep_figure(va, vb, titles=(side_title("a"), side_title("b"))), key="lockstep",
                 theme=None, config={"displaylogo": False})
 
 st.subheader("Scrub both sides")
-diff_step = first_difference(ta, tb)
+in_window = diff_step if diff_step is None or not w or w["first"] <= diff_step <= w["last"] else None
 st.caption("One scrubber drives both sides: the KV block map and the batch of the same step in A and B. "
-           + (f"It opens on step {diff_step}, the first step where A and B schedule differently."
-              if diff_step is not None else "A and B schedule exactly the same work at every step."))
+           + ("A and B schedule exactly the same work at every step." if diff_step is None else
+              f"It opens on step {diff_step:,}, the first step where A and B schedule differently." if in_window
+              is not None else f"A and B first schedule differently at step {diff_step:,}, outside this window."))
 
 
 @st.fragment
@@ -257,7 +278,7 @@ def lockstep_inspector(a: Trace, b: Trace, first_diff: int | None) -> None:
                 st.dataframe(batch, hide_index=True, key=f"cmp_batch_{side}")
 
 
-lockstep_inspector(ta, tb, diff_step)
+lockstep_inspector(va, vb, in_window)
 
 # ---------------------------------------------------------------------------------------------
 # Differences
@@ -286,6 +307,10 @@ st.plotly_chart(fig, key="change", theme=None, config={"displaylogo": False})
 
 st.subheader("Downloads")
 stem = (workload.name or "workload").rsplit("/", 1)[-1].removesuffix(".json").removesuffix(".workload")
-export_panel(ta, f"{stem}.A", key="cmp_a", label="A:")
-export_panel(tb, f"{stem}.B", key="cmp_b", label="B:")
+if w:
+    st.caption(f"The files hold the window shown, steps {w['first']:,} to {w['last']:,} (press Whole run "
+               "above for all of it).")
+    stem = f"{stem}.steps{w['first']}-{w['last']}"
+export_panel(va, f"{stem}.A", key="cmp_a", label="A:")
+export_panel(vb, f"{stem}.B", key="cmp_b", label="B:")
 SETTINGS.sync_url()

@@ -159,3 +159,27 @@ def test_the_fleet_page_takes_a_time_span_from_the_link():
     win = specs["fleet_lanes"]["layout"]["meta"]["window"]
     assert win[0] >= 2000 and win[1] <= 6000
     assert 2000 <= int(at.query_params["fleet_t"]) <= 6000
+
+
+def test_compare_cuts_both_runs_to_one_window_picked_on_the_longer_runs_overview():
+    at = open_page("compare.py")
+    at.radio(key="keep_cmp_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="cmp_upload").upload("long.workload.json", long_workload(), "application/json")
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    specs = chart_specs(at)
+    assert "cmp_overview" in specs
+    first, last = map(int, at.query_params["cmp_win"].split("-"))
+    assert last - first + 1 == DEFAULT_SPAN
+    meta = specs["lockstep"]["layout"]["meta"]
+    assert max(meta["last_step"]) <= last           # neither side's lanes go past the window
+    at.number_input(key="cmp_win_first").set_value(3000).run()
+    at.number_input(key="cmp_win_last").set_value(3400).run()
+    assert not at.exception and at.query_params["cmp_win"] == "3000-3400"
+    sl = at.slider(key="keep_cmp_step")
+    assert (sl.min, sl.max) == (3000, 3400)
+    assert max(chart_specs(at)["lockstep"]["layout"]["meta"]["last_step"]) == 3400
+    # the headline numbers stay the whole runs': B (twice the blocks) ends no later than A's run
+    steps = [m.value for m in at.metric if m.label == "Steps"][0]
+    a_steps = int(steps.split("→")[0].strip().replace(",", ""))
+    assert a_steps > LONG_RUN_STEPS

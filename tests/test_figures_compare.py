@@ -114,3 +114,21 @@ def test_change_figure_past_the_bar_limit_uses_webgl_markers():
     y = decode(tr["y"])
     assert len(y) == n - 1 and (np.diff(y) >= 0).all()
     assert spec["layout"]["meta"]["missing"] == 1
+
+
+def test_change_figure_past_the_point_limit_draws_evenly_spaced_ranks_with_both_ends():
+    n = 5_001
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0, 100, n)
+    d = pd.DataFrame({"e2e_A": a, "e2e_B": a + rng.normal(0, 10, n)},
+                     index=pd.Index([f"r{i}" for i in range(n)], name="request"))
+    d["e2e_change"] = d["e2e_B"] - d["e2e_A"]
+    spec = as_json(fc.change_figure(d, "e2e", max_bars=10, max_points=101))
+    tr = spec["data"][0]
+    x, y = decode(tr["x"]), decode(tr["y"])
+    full = np.sort(d["e2e_change"].to_numpy())
+    assert len(x) == 101 and x[0] == 0 and x[-1] == n - 1 and (np.diff(x) == 50).all()
+    assert np.allclose(y, full[x]) and len(tr["customdata"]) == 101
+    meta = spec["layout"]["meta"]
+    assert meta["faster"] + meta["slower"] + meta["same"] == n          # the counts are of every request
+    assert "101 evenly spaced shown" in spec["layout"]["xaxis"]["title"]["text"]

@@ -28,7 +28,7 @@ from figures.common import MAX_GRID_COLUMNS
 from figures.overview import overview_figure, selected_range
 from sim.overview import fleet_overview, overview, step_span
 from sim.trace import Trace
-from sim.window import step_range, window
+from sim.window import clamp, step_range, window
 
 from .state import Setting
 
@@ -94,6 +94,13 @@ def _overview(key: str, clock: str, _trace: Trace):
 def _window(key: str, first: int, last: int, _trace: Trace) -> Trace:
     # a resource (not a copy): a window of a long run is itself big, and the pages only read it
     return window(_trace, first, last)
+
+
+def cut(key: str, first: int, last: int, trace: Trace) -> Trace:
+    """The steps first..last of `trace` (clamped to its steps; the trace itself when that is all
+    of it), cached under the run's `key`: a second run cut where the picker cut the first."""
+    first, last = clamp(trace, first, last)
+    return trace if (first, last) == step_range(trace) else _window(key, first, last, trace)
 
 
 class WindowPicker:
