@@ -94,13 +94,27 @@ class KvIndex:
             flags[ub] = ff[first]
         return keys, nets, flags
 
-    def block_map(self, step: int, n: int):
+    def state(self, step: int):
+        """(keys, nets, flags) at the end of `step`: from the checkpoint before it, then its rows."""
         end = int(np.searchsorted(self.step, key_like(self.step, step), side="right"))
         j = end // CHECKPOINT_ROWS
         while len(self.points) <= j:
             i = len(self.points)
             self.points.append(self._advance(self.points[-1], (i - 1) * CHECKPOINT_ROWS, i * CHECKPOINT_ROWS))
-        keys, nets, flags = self._advance(self.points[j], j * CHECKPOINT_ROWS, end)
+        return self._advance(self.points[j], j * CHECKPOINT_ROWS, end)
+
+    def held_and_cached(self, step: int):
+        """At the end of `step`: (block, request name) of every unit held, a pair repeated as
+        often as it is held, by block then request; and the blocks whose last flag is cached."""
+        keys, nets, flags = self.state(step)
+        held = nets > 0
+        reps = nets[held]
+        names = np.asarray(self.names, dtype=object)
+        return (np.repeat(keys[held] // self.width, reps), np.repeat(names[keys[held] % self.width], reps),
+                np.flatnonzero(flags == _CACHED))
+
+    def block_map(self, step: int, n: int):
+        keys, nets, flags = self.state(step)
         held = keys[nets > 0]   # sorted: by block, then by request (codes in the names' sorted order)
         holders: list[list[str]] = [[] for _ in range(n)]
         names = self.names

@@ -285,6 +285,12 @@ class Trace:
             return b.iloc[int(lo):int(hi)]   # rows in step order: a slice, not a pass over every row
         return b[st == step]
 
+    def kv_index(self) -> KvIndex | None:
+        """The kv log's index with checkpoints (sim.kvindex), made once; None when the log is not
+        in step order."""
+        kv = self.kv
+        return self._cached("kv", kv, lambda: KvIndex.of(kv))
+
     def _cached(self, what: str, table: pd.DataFrame, make):
         """`make()` once per table object (a page that swaps a table in gets a fresh one)."""
         key = (id(table), len(table))

@@ -77,10 +77,27 @@ def kv_base(kv: pd.DataFrame, before: int) -> pd.DataFrame:
                          "op": pd.Series(np.concatenate(ops) if ops else [], dtype=object)})
 
 
-def _kv_window(kv: pd.DataFrame, first: int, last: int) -> pd.DataFrame:
+def _kv_base_indexed(trace: Trace, before: int) -> pd.DataFrame | None:
+    """kv_base from the kv log's checkpoints (sim.kvindex): reads at most a checkpoint's rows,
+    not the whole log before the window; None when the log has no index."""
+    index = trace.kv_index()
+    if index is None:
+        return None
+    blocks, reqs, cached = index.held_and_cached(before)
+    n = len(blocks) + len(cached)
+    return pd.DataFrame({"step": np.full(n, before, dtype=np.int64),
+                         "block": np.concatenate([blocks, cached]).astype(np.int64),
+                         "request": pd.Series(np.concatenate([reqs, np.full(len(cached), "", dtype=object)]),
+                                              dtype=object),
+                         "op": pd.Series(np.array(["acquire"] * len(blocks) + ["cached"] * len(cached), dtype=object),
+                                         dtype=object)})
+
+
+def _kv_window(kv: pd.DataFrame, first: int, last: int, base: pd.DataFrame | None = None) -> pd.DataFrame:
     """The kv rows of the window after the state at its start (kv_base), as a kv table the
     trace's own builder makes (its dtypes, whatever they are)."""
-    base = kv_base(kv, first - 1)
+    if base is None:
+        base = kv_base(kv, first - 1)
     inside = kv[_in(kv["step"], first, last)]
     if not len(base):
         return inside.reset_index(drop=True)
@@ -112,7 +129,7 @@ def window(trace: Trace, first_step: int, last_step: int) -> Trace:
     batch = trace.batch[_in(trace.batch["step"], first, last)].reset_index(drop=True)
     events = trace.events[_in(trace.events["step"], first, last)].reset_index(drop=True)
     counters = trace.counters[_in(trace.counters["step"], first, last)].reset_index(drop=True)
-    kv = _kv_window(trace.kv, first, last) if len(trace.kv) else trace.kv
+    kv = _kv_window(trace.kv, first, last, _kv_base_indexed(trace, first - 1)) if len(trace.kv) else trace.kv
     seen = set(batch["request"].to_numpy().tolist()) | set(events["request"].to_numpy().tolist())
     if len(kv):
         seen |= set(kv["request"].to_numpy().tolist())

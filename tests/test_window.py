@@ -48,6 +48,22 @@ def test_the_block_map_of_a_window_is_the_full_traces_at_every_step_in_it(busy):
     assert len(w.kv) < len(busy.kv)   # the log before the window is not carried, only its state
 
 
+def _rows(base: pd.DataFrame) -> list:
+    return sorted(zip(base["step"].astype(int), base["block"].astype(int), base["request"].astype(str),
+                      base["op"].astype(str)))
+
+
+def test_the_state_at_a_windows_start_from_checkpoints_is_the_whole_logs(busy, monkeypatch):
+    import sim.kvindex
+    from sim.window import _kv_base_indexed
+    monkeypatch.setattr(sim.kvindex, "CHECKPOINT_ROWS", 97)   # many checkpoints, each one crossed
+    lo, hi = step_range(busy)
+    fresh = Trace(**{n: getattr(busy, n) for n in ("requests", "steps", "batch", "events", "kv", "counters")},
+                  meta=busy.meta)   # its own index, made with the small checkpoints
+    for before in [lo - 1, lo, *range(lo + 1, hi, max(1, (hi - lo) // 37)), hi]:
+        assert _rows(_kv_base_indexed(fresh, before)) == _rows(kv_base(busy.kv, before)), before
+
+
 def test_prefix_sharing_with_a_preemption_keeps_its_map_in_every_window():
     tr = simulate(scenarios.workload("prefix_sharing"))
     assert tr.requests["preemptions"].sum() > 0 and tr.meta["config"]["enable_prefix_caching"]
