@@ -12,6 +12,15 @@ each step line became readable; the page's "Steps" metric is read every 50 ms. P
 (median, p90, max) for every step count the page showed, the interval between page updates, and
 the machine's load. No vLLM server: the page's own cost, apart from a server's load on the CPU
 (tests/e2e/test_live_vllm.py prints the same delay beside a real one).
+
+    .venv/bin/python bench/bench_live.py --refresh-cost [--at 1000,20000,100000] [--code DIR]
+
+--refresh-cost: no browser; what one refresh of a followed recording costs once N steps are in:
+the recording's lines are fed to a RecordingStream up to N steps (the verdict and the Trace made
+there once, as a page following it would have), then, --refreshes times, --per-refresh steps more
+(300: 3 s of a busy server, the charts' refresh) are fed and the simulator's verdict on the run so
+far and RecordingStream.trace() are timed. --code DIR runs another checkout's servers/ (the code
+before: its verdict re-simulates the whole run, servers.vllm.compare.decisions).
 """
 from __future__ import annotations
 
@@ -64,15 +73,81 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
+def step_lines(source: Path):
+    """The recording's lines, each with whether it is a step line."""
+    f = gzip.open(source, "rb") if source.suffix == ".gz" else open(source, "rb")
+    with f:
+        for line in f:
+            yield line, b'"kind":"step"' in line[:20]
+
+
+def refresh_cost(source: Path, points: list[int], refreshes: int, per_refresh: int, code: Path | None) -> None:
+    if code is not None:
+        sys.path.insert(0, str(code))
+    from servers.vllm import compare
+    from servers.vllm.recording import RecordingStream
+    try:
+        from servers.vllm.live_check import LiveDecisions
+        check = LiveDecisions()
+        verdict, how = check.update, "step by step (live_check.LiveDecisions)"
+    except ImportError:
+        verdict, how = compare.decisions, "the whole run re-simulated (compare.decisions)"
+    print(f"code: {compare.__file__.rsplit('/servers/', 1)[0]}; verdict: {how}")
+    lines = step_lines(source)
+    stream = RecordingStream("bench")
+
+    def feed(steps: int) -> None:
+        batch, n = [], 0
+        for line, is_step in lines:
+            batch.append(line)
+            n += is_step
+            if n >= steps:
+                break
+        stream.feed(batch)
+
+    for target in points:
+        t = time.monotonic()
+        feed(target - stream.num_steps)
+        rec = stream.recording
+        t_feed = time.monotonic() - t
+        t = time.monotonic()
+        verdict(rec)   # where a page following it is: its verdict and Trace made at every refresh so far
+        stream.trace()
+        t_catch = time.monotonic() - t
+        v_cost, t_cost = [], []
+        for _ in range(refreshes):
+            feed(per_refresh)
+            t = time.monotonic()
+            v = verdict(rec)
+            v_cost.append(time.monotonic() - t)
+            t = time.monotonic()
+            tr = stream.trace()
+            t_cost.append(time.monotonic() - t)
+        load = Path("/proc/loadavg").read_text().split()[0]
+        print(f"{target:>8,} steps in (to {stream.num_steps:,}), {len(tr.batch):>10,} batch rows: verdict {statistics.median(v_cost):7.3f} s, "
+              f"trace {statistics.median(t_cost):6.3f} s (median of {refreshes} refreshes of {per_refresh} steps; "
+              f"max {max(v_cost):.3f} / {max(t_cost):.3f}); equal so far: {v['equal'] or v['first_difference']['field'] == 'steps'}; "
+              f"feeding {t_feed:.1f} s, first verdict + trace there {t_catch:.1f} s; load {load}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--refresh-cost", action="store_true", help="time one refresh's verdict and Trace (no browser)")
+    ap.add_argument("--at", default="1000,20000,100000", help="--refresh-cost: the step counts, comma-separated")
+    ap.add_argument("--refreshes", type=int, default=5)
+    ap.add_argument("--per-refresh", type=int, default=300)
+    ap.add_argument("--code", type=Path, help="--refresh-cost: another checkout's root (the code before)")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--screenshot", type=Path, help="save the page as it looks at the end")
     ap.add_argument("--rate", type=float, default=100.0, help="steps a second (a busy vLLM server: ~100)")
-    long = Path("/tmp/issue27/data/long150k.jsonl.gz")
+    long = next((p for p in (Path("/tmp/issue27/data/long150k.jsonl.gz"), Path("/tmp/issue27/long150k.jsonl.gz"))
+                 if p.exists()), Path("/tmp/issue27/data/long150k.jsonl.gz"))
     ap.add_argument("--source", type=Path,
                     default=long if long.exists() else ROOT / "samples" / "vllm" / "fcfs_kv_pressure.jsonl.gz")
     a = ap.parse_args()
+    if a.refresh_cost:
+        refresh_cost(a.source, [int(x) for x in a.at.split(",")], a.refreshes, a.per_refresh, a.code)
+        return
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,7 +19,7 @@ from figures.engine import calibration_figure, phase_figure
 from figures.overview import overview_figure
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
 from servers.vllm.compare import decisions, predict, step_predictions
-from servers.vllm.live import MAX_LIVE_SIM_STEPS, MIN_REDO_S, LiveRecording, one_id_set
+from servers.vllm.live import MAX_LIVE_PREDICT_STEPS, MIN_REDO_S, LiveRecording, one_id_set
 from servers.vllm.recording import is_async, mode_config, oracle_lines, read_recording, to_trace, to_workload
 from sim.jsonout import dumps_strict
 from sim.metrics import per_request, summary
@@ -232,9 +232,9 @@ def live_charts() -> None:
     st.plotly_chart(step_tokens_figure(view), key="vs_live_tokens", theme=None, config={"displaylogo": False})
     st.subheader("The simulator on the same arrivals")
     st.toggle("Hold the simulator to this recording", key="keep_vs_sim",
-              help="Re-simulate the requests read so far and compare every decision; predict the times with a "
-                   f"cost model fitted on the run so far. Recomputed as steps arrive, at most every "
-                   f"{MIN_REDO_S:g} s, up to {MAX_LIVE_SIM_STEPS:,} steps.")
+              help="Simulate the requests read so far and compare every decision, step by step as the steps "
+                   "arrive; predict the times with a cost model fitted on the run so far (recomputed at most "
+                   f"every {MIN_REDO_S:g} s, up to {MAX_LIVE_PREDICT_STEPS:,} steps).")
     if ss["keep_vs_sim"]:
         live_verdict(live)
 
@@ -269,9 +269,12 @@ def live_verdict(live: LiveRecording) -> None:
     if v is None:
         return
     upto = f"the {lv.at_steps:,} steps read when it last ran"
+    if v.get("behind"):   # catching up on a long file: a second of simulating per refresh
+        upto = f"the {v['compared']:,} steps simulated so far (catching up with the {lv.at_steps:,} read)"
     if lv.held(live.num_steps):
-        st.caption(f"Held at step {lv.at_steps:,}: re-simulating more than {MAX_LIVE_SIM_STEPS:,} steps every few "
-                   "seconds would slow the page. Turn following off for the verdict on the whole file.")
+        st.caption(f"The time prediction is held at step {lv.predicted_at:,}: it re-simulates the whole run, and "
+                   f"more than {MAX_LIVE_PREDICT_STEPS:,} steps every few seconds would slow the page. Turn following "
+                   "off for the prediction on the whole file.")
     if v["equal"]:
         st.success(f"The same decisions at all {upto}" + (" (the run goes on)." if v.get("so_far") else "."),
                    icon=":material/check_circle:")

@@ -7,12 +7,12 @@ streaming reader, and the simulator's verdict kept up to date on a budget.
     live.notes, live.stopped    # sentences for the page: a rotation or restart; why it stopped
     v = live.verdict.get(live)  # the simulator's verdict on the run so far, recomputed on a budget
 
-The verdict re-simulates the whole run so far (the simulator's decisions at step k depend only
-on requests that arrived before it, so a prefix of the run is checked exactly as the whole run
-would be), not incrementally: it is recomputed when steps have arrived and at most every
-max(MIN_REDO_S, REDO_FACTOR x its last cost), so it takes at most 1/REDO_FACTOR of the page's
-time, and not past MAX_LIVE_SIM_STEPS steps (about 3 s a run on this 2-core machine), where it is
-held and the page says so. No Streamlit here.
+The verdict is kept up to date step by step (live_check.LiveDecisions: the simulator's state is
+kept between refreshes and only the new steps are simulated and compared), so it follows the
+recording every refresh, however long the run. The time prediction re-simulates the whole run
+so far with a cost model fitted on it: it is recomputed at most every max(MIN_REDO_S,
+REDO_FACTOR x its last cost), so it takes at most 1/REDO_FACTOR of the page's time, and not past
+MAX_LIVE_PREDICT_STEPS steps, where it is held and the page says so. No Streamlit here.
 """
 from __future__ import annotations
 
@@ -22,15 +22,17 @@ import pandas as pd
 
 from sim.metrics import summary
 
-from .compare import decisions, predict
+from .compare import predict
 from .follow import RecordingLines
+from .live_check import LiveDecisions
 from .recording import RecordingRestarted, RecordingStream
 
 POLL_BUDGET_S = 0.3        # reading per refresh at most; a file far ahead is caught up over refreshes
 MAX_NOTES = 5
 MIN_REDO_S = 3.0
 REDO_FACTOR = 5.0
-MAX_LIVE_SIM_STEPS = 20_000
+VERDICT_BUDGET_S = 1.0   # simulating per refresh at most: catching up on a long file goes on over refreshes
+MAX_LIVE_PREDICT_STEPS = 20_000   # the prediction fits and simulates the whole run 3 times (about 3 s here)
 TRACE_FACTOR = 3.0         # the run's Trace is rebuilt at most every 3x what building it took
 # text followed at most: the reader holds ~7 MB per MB of text (bench/bench_upload_cap.py), so about
 # 2.2 GB; a busy server's hour (360,000 steps of ~0.8 KB) is ~280 MB
@@ -114,8 +116,10 @@ class LiveRecording:
 
     def trace(self):
         """The run so far: the same object until more lines come (two views of a page share it),
-        and rebuilt at most every TRACE_FACTOR x its last cost (0.9-1.1 s for 145,000 steps here:
-        a long run's numbers and charts then lag the step count by a few seconds, the page does not)."""
+        and made again at most every TRACE_FACTOR x its last cost. Making it works out only the new
+        steps' rows (RecordingStream.trace keeps the columns) and puts the tables together from
+        them: 0.3-0.4 s at 100,000 steps here (load ~5), so a long run's numbers and charts lag the
+        step count by about a second."""
         if self.stream is None or self.stream.header is None:
             return None
         at = (self.generation, self.fed)
@@ -161,47 +165,64 @@ def one_id_set(tr):
 
 
 class LiveVerdict:
-    """The simulator's verdict and prediction on the run so far, recomputed on a budget."""
+    """The simulator's verdict on the run so far, kept up to date as steps come (LiveDecisions),
+    and the time prediction, recomputed on a budget."""
 
     def __init__(self):
+        self.check = LiveDecisions()
         self.result: dict | None = None     # decisions(), with "so_far" and "at_steps"
         self.prediction = None              # compare.Prediction or None
         self.error: str | None = None
-        self.at_steps = 0
-        self.cost_s = 0.0
-        self.done_at = 0.0
+        self.at_steps = 0                   # the steps the verdict was made on
+        self.cost_s = 0.0                   # the last verdict update's time
+        self.predicted_at = 0               # the steps the prediction was made on
+        self.predict_cost_s = 0.0
+        self.predicted_done = 0.0
 
     def held(self, steps: int) -> bool:
-        return steps > MAX_LIVE_SIM_STEPS and self.result is not None
+        """The prediction is held (the verdict never is)."""
+        return steps > MAX_LIVE_PREDICT_STEPS and self.prediction is not None
 
     def due(self, steps: int, now: float | None = None) -> bool:
+        """Whether the prediction is due again."""
         now = time.monotonic() if now is None else now
-        if steps <= self.at_steps or self.held(steps):
+        if steps <= self.predicted_at or self.held(steps):
             return False
-        return self.result is None or now - self.done_at >= max(MIN_REDO_S, REDO_FACTOR * self.cost_s)
+        return self.prediction is None or now - self.predicted_done >= max(MIN_REDO_S, REDO_FACTOR * self.predict_cost_s)
 
     def update(self, live: LiveRecording, *, cal=None, predict_times: bool = False) -> bool:
-        """Recompute when due; True when it did. `cal`: a Recording to fit the cost model on
-        (None: the run so far)."""
+        """The verdict on the steps read (when new ones came) and, when due, the prediction; True
+        when either was made. `cal`: a Recording to fit the cost model on (None: the run so far)."""
         rec, steps = live.recording, live.num_steps
-        if rec is None or not self.due(steps):
+        if rec is None:
             return False
-        t = time.monotonic()
-        try:
-            v = decisions(rec)
-            ended = bool(getattr(rec, "ended", False))
-            d = v.get("first_difference")
-            # a run still going: the simulator finishes requests the server is still running
-            # (more steps than recorded); only steps both made are held to each other
-            if not ended and d is not None and d.get("field") == "steps" and v["simulated_steps"] > v["steps"]:
-                v = {**v, "equal": True, "first_difference": None}
-            v["so_far"] = not ended
-            self.result, self.error = v, None
-            if predict_times:
+        made = False
+        ended = bool(getattr(rec, "ended", False))
+        if steps != self.at_steps or self.result is None or self.result.get("so_far") == ended or \
+                self.result.get("behind"):
+            t = time.monotonic()
+            try:
+                v = self.check.update(rec, VERDICT_BUDGET_S)
+                d = v.get("first_difference")
+                # a run still going: the simulator finishes requests the server is still running
+                # (more steps than recorded); only steps both made are held to each other
+                if not ended and d is not None and d.get("field") == "steps" and v["simulated_steps"] > v["steps"]:
+                    v = {**v, "equal": True, "first_difference": None}
+                v["so_far"] = not ended
+                self.result, self.error = v, None
+            except (ValueError, RuntimeError) as e:   # one sentence; the playback stands
+                self.error = str(e)
+            self.at_steps = steps
+            self.cost_s = time.monotonic() - t
+            made = True
+        if predict_times and self.error is None and self.due(steps):
+            t = time.monotonic()
+            try:
                 self.prediction = predict(rec, cal if cal is not None else rec)
-        except (ValueError, RuntimeError) as e:   # one sentence; the playback stands
-            self.error = str(e)
-        self.at_steps = steps
-        self.done_at = time.monotonic()
-        self.cost_s = self.done_at - t
-        return True
+            except (ValueError, RuntimeError) as e:
+                self.error = str(e)
+            self.predicted_at = steps
+            self.predicted_done = time.monotonic()
+            self.predict_cost_s = self.predicted_done - t
+            made = True
+        return made

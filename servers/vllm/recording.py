@@ -40,7 +40,7 @@ from .reader.replay import PHASES, SOURCE, TraceBuilder
 from .reader.stream import Recording, RecordingRestarted, RecordingStream, read_all
 
 __all__ = ["CONFIG_KEYS", "LINE_KINDS", "PHASES", "SOURCE", "Recording", "RecordingRestarted", "RecordingStream",
-           "engine_calls_before", "first_difference", "is_async", "iter_oracle_lines", "mode_config", "oracle_lines",
+           "EngineCalls", "engine_calls_before", "first_difference", "is_async", "iter_oracle_lines", "mode_config", "oracle_lines",
            "read_recording",
            "to_trace", "to_workload"]
 
@@ -102,23 +102,30 @@ def iter_oracle_lines(rec: Recording):
     caching = bool(rec.header.get("cached_free_blocks"))
     held = []
     for st in rec.steps:
-        k = int(st["step"])
-        line = {"step": k, "arrived": arrivals.get(k, []),
-                "scheduled": {ident.get(i, str(i)): n for i, n, _ in st["sched"]},
-                "computed_before": {ident.get(i, str(i)): cb for i, _, cb in st["sched"]},
-                "sampled": [ident.get(i, str(i)) for i in st.get("sampled") or ()],
-                "preempted": [ident.get(i, str(i)) for i in st.get("pre") or ()],
-                "finished": [ident.get(i, str(i)) for i, _ in st.get("fin") or ()],
-                "free_blocks": st.get("free"), "free_blocks_after_schedule": st.get("free_sched"),
-                "running": [ident.get(i, str(i)) for i in st.get("running") or ()],
-                "waiting": [ident.get(i, str(i)) for i in st.get("waiting") or ()]}
-        if caching and "cached_free" in st:
-            line["cached_free_blocks"] = st["cached_free"]
-        # never "idle" in the oracle's sense: every recorded step is a schedule() call
+        line = oracle_line(st, ident, arrivals, caching)
         held.append(line)
         if line["scheduled"]:
             yield from held
             held = []
+
+
+def oracle_line(st: dict, ident: dict, arrivals: dict, caching: bool) -> dict:
+    """One step dict (running / waiting filled in) as the oracle's line; ident: recorder index ->
+    request id; arrivals: step -> ids added before it. Never "idle" in the oracle's sense: every
+    recorded step is a schedule() call."""
+    k = int(st["step"])
+    line = {"step": k, "arrived": arrivals.get(k, []),
+            "scheduled": {ident.get(i, str(i)): n for i, n, _ in st["sched"]},
+            "computed_before": {ident.get(i, str(i)): cb for i, _, cb in st["sched"]},
+            "sampled": [ident.get(i, str(i)) for i in st.get("sampled") or ()],
+            "preempted": [ident.get(i, str(i)) for i in st.get("pre") or ()],
+            "finished": [ident.get(i, str(i)) for i, _ in st.get("fin") or ()],
+            "free_blocks": st.get("free"), "free_blocks_after_schedule": st.get("free_sched"),
+            "running": [ident.get(i, str(i)) for i in st.get("running") or ()],
+            "waiting": [ident.get(i, str(i)) for i in st.get("waiting") or ()]}
+    if caching and "cached_free" in st:
+        line["cached_free_blocks"] = st["cached_free"]
+    return line
 
 
 def _prompt_ids(a: dict, block_size: int):
@@ -174,19 +181,45 @@ def engine_calls_before(rec: Recording) -> Callable[[int], int]:
     nothing to schedule: the end of a busy period) is one. A step's output applied before the next
     schedule() began was drained, unless it was applied in the call that scheduled it (the queue
     was empty, nothing was scheduled). Without times no drain is counted."""
-    steps = [st for st in rec.steps if st.get("step") is not None]
-    out, drains, prev_applied_early = {}, 0, True
-    for j, st in enumerate(steps):
+    calls = EngineCalls()
+    for st in rec.steps:
+        calls.step(st)
+    return calls
+
+
+class EngineCalls:
+    """engine_calls_before, step by step: step(st) for each step dict in order; calls(k) or
+    self(k) then says the engine calls before schedule() call k for every k up to the last step
+    given, and for a later k what the steps so far say (the last step's drain is known only
+    when the next step's times come: it counts as none until then, as on the whole file)."""
+
+    def __init__(self):
+        self.out: dict[int, int] = {}
+        self.drains = 0
+        self.prev_applied_early = True
+        self.last: dict | None = None   # the last step given: whether it was drained waits for the next
+
+    def step(self, st: dict) -> None:
+        if st.get("step") is None:
+            return
+        if self.last is not None:
+            self._settle(self.last, st.get("t"))
         k = int(st["step"])
-        out[k] = k - 1 + drains
-        nxt = steps[j + 1] if j + 1 < len(steps) else None
-        t, tn = st.get("t") or [None] * 4, (nxt.get("t") if nxt else None) or [None] * 4
+        self.out[k] = k - 1 + self.drains
+        self.last = st
+
+    def _settle(self, st: dict, t_next) -> None:
+        t, tn = st.get("t") or [None] * 4, t_next or [None] * 4
         applied_early = t[2] is not None and tn[0] is not None and t[2] < tn[0]
-        fell_through = prev_applied_early and not st.get("sched")
+        fell_through = self.prev_applied_early and not st.get("sched")
         if applied_early and not fell_through:
-            drains += 1
-        prev_applied_early = applied_early
-    return lambda k: out.get(k, k - 1 + drains)
+            self.drains += 1
+        self.prev_applied_early = applied_early
+
+    def __call__(self, k: int) -> int:
+        return self.out.get(k, k - 1 + self.drains)
+
+    calls = __call__
 
 
 def to_workload(rec: Recording, *, timed: bool = False) -> Workload:
@@ -209,21 +242,27 @@ def to_workload(rec: Recording, *, timed: bool = False) -> Workload:
     bs = int(cfg.get("block_size") or 16)
     # async: a request added before schedule() call k joins before the engine call that made it
     calls = engine_calls_before(rec) if config.get("async_scheduling") else (lambda k: k - 1)
-    reqs = []
-    for a in rec.adds:
-        i = a["i"]
-        mt = a["max_tokens"]
-        if reason.get(i) not in (None, "length") and produced.get(i):
-            mt = produced[i]
-        k = int(a.get("before_step") or 1)
-        reqs.append(Request(id=str(a["id"]), prompt_len=a["prompt_len"], max_tokens=int(mt),
-                            arrival_step=max(calls(k), 0),
-                            arrival_time=_num(a.get("added")) if timed else None,
-                            priority=int(a.get("priority") or 0), prompt_token_ids=_prompt_ids(a, bs)))
+    reqs = [request_of(a, max_tokens(a["max_tokens"], reason.get(a["i"]), produced.get(a["i"], 0)),
+                       max(calls(int(a.get("before_step") or 1)), 0), bs, timed) for a in rec.adds]
     if config.get("enable_prefix_caching") and any(r.prompt_token_ids is None for r in reqs):
-        rec.warn("prompts were not recorded (SCHEDLAB_VLLM_PROMPTS=none): prefix-cache hits cannot be "
-                 "re-simulated")
+        rec.warn(NO_PROMPTS)
     return Workload(requests=reqs, config=config, name=f"{rec.name or 'vLLM recording'} (requests)")
+
+
+NO_PROMPTS = "prompts were not recorded (SCHEDLAB_VLLM_PROMPTS=none): prefix-cache hits cannot be re-simulated"
+
+
+def max_tokens(asked: int, reason: str | None, produced: int) -> int:
+    """The tokens a request is simulated to ask for: what it asked, or, when it stopped on its own
+    (EOS, a stop string) or was aborted, the tokens it made."""
+    return int(produced) if reason not in (None, "length") and produced else int(asked)
+
+
+def request_of(a: dict, max_tokens: int, arrival_step: int, block_size: int, timed: bool = False) -> Request:
+    """An add line as the simulator's Request (to_workload's)."""
+    return Request(id=str(a["id"]), prompt_len=a["prompt_len"], max_tokens=int(max_tokens), arrival_step=arrival_step,
+                   arrival_time=_num(a.get("added")) if timed else None, priority=int(a.get("priority") or 0),
+                   prompt_token_ids=_prompt_ids(a, block_size))
 
 
 def first_difference(recorded: list[dict], simulated: list[dict], fields=ORACLE_FIELDS) -> dict | None:

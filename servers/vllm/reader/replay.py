@@ -94,6 +94,7 @@ class TraceBuilder:
         self.arrive_ev, self.ev = _Events(), _Events()
         self.fin_ev: list[tuple[int, int, int, str]] = []   # (event index, row, entries before, reason)
         self.kv_s, self.kv_b, self.kv_r, self.kv_o = array("q"), array("q"), array("q"), array("b")
+        self.tables = None   # tables.Tables: the Trace's columns worked out so far (trace(keep=True))
 
     # -- lines ---------------------------------------------------------------------------------
     def add(self, a: dict) -> None:
@@ -268,7 +269,12 @@ class TraceBuilder:
         self.ev.add(k, t0, r.row, RESUME if r.preemptions else ADMIT, f"slot {r.slot}")
 
     # -- the Trace so far ------------------------------------------------------------------------
-    def trace(self, rec) -> Trace:
-        from .tables import build
+    def trace(self, rec, keep: bool = False) -> Trace:
+        """The Trace so far. keep: the worked-out columns are kept, so that the next call works
+        out only what came since (a recording read as it grows); a builder that keeps them
+        extends them on every call."""
+        from .tables import Tables, build
+        if keep and self.tables is None:
+            self.tables = Tables()
         with no_gc():
-            return build(self, rec)
+            return build(self, rec, self.tables)

@@ -61,6 +61,11 @@ class StepStore(Sequence):
                     st[k] = list(prev[k])
             yield st
 
+    def step_line(self, j: int) -> dict:
+        """Step j's dict as its own line holds it: running / waiting only where the line wrote them
+        (a reader that walks the steps in order fills them in from the last one that did)."""
+        return self._parse(j)
+
     def _parse(self, j: int) -> dict:
         st = clean_step(json.loads(self.lines[j]))
         flat = st.pop("sched_flat")

@@ -113,7 +113,7 @@ class RecordingStream:
     def trace(self):
         if self.recording is None:
             raise ValueError("no recording header has been read yet")
-        return self.recording.builder.trace(self.recording)
+        return self.recording.builder.trace(self.recording, keep=True)   # the next call extends this one
 
     def feed(self, lines) -> int:
         """Take complete lines (see the module's docstring); the step lines taken."""

@@ -1,6 +1,7 @@
 """A followed recording read as it grows (servers/vllm/live.py): the same Trace as the whole file
 once it is all written, a replaced file starts the reader over, a file that is no recording is
-one sentence, and the verdict is recomputed on its budget and held past its step cap."""
+one sentence, the verdict follows every step and the prediction is recomputed on its budget and
+held past its step cap."""
 from __future__ import annotations
 
 import gzip
@@ -59,7 +60,7 @@ def test_a_file_that_is_no_recording_is_one_sentence(tmp_path):
     assert lv.stopped and "workload" in lv.stopped and "\n" not in lv.stopped and lv.trace() is None
 
 
-def test_the_verdict_is_redone_on_its_budget_and_held_past_its_cap(tmp_path, monkeypatch):
+def test_the_verdict_follows_every_step_and_the_prediction_is_held_past_its_cap(tmp_path, monkeypatch):
     text = gzip.decompress(SAMPLE.read_bytes())
     lines = text.splitlines(keepends=True)
     p = tmp_path / "r.jsonl"
@@ -67,17 +68,22 @@ def test_the_verdict_is_redone_on_its_budget_and_held_past_its_cap(tmp_path, mon
     lv = LiveRecording(p)
     lv.poll()
     v = lv.verdict
-    assert v.update(lv) and v.result["equal"] and v.result["so_far"] and v.at_steps == lv.num_steps
-    assert not v.update(lv)   # nothing new
+    assert v.update(lv, predict_times=True) and v.result["equal"] and v.result["so_far"] and v.at_steps == lv.num_steps
+    assert v.prediction is not None and v.predicted_at == lv.num_steps
+    assert not v.update(lv, predict_times=True)   # nothing new
     with open(p, "ab") as f:
         f.write(b"".join(lines[200:300]))
     lv.poll()
-    assert not v.due(lv.num_steps, now=v.done_at + 0.5)   # too soon after the last one
-    assert v.due(lv.num_steps, now=v.done_at + live_mod.MIN_REDO_S + 0.01)
-    monkeypatch.setattr(live_mod, "MAX_LIVE_SIM_STEPS", lv.num_steps - 1)
-    assert v.held(lv.num_steps) and not v.due(lv.num_steps, now=v.done_at + 100)
+    # the verdict goes on at once (only the new steps are simulated); the prediction waits its turn
+    assert v.update(lv) and v.at_steps == lv.num_steps and v.predicted_at < lv.num_steps
+    assert v.check.restarts == 0 and v.result["equal"]
+    assert not v.due(lv.num_steps, now=v.predicted_done + 0.5)   # too soon after the last one
+    wait = max(live_mod.MIN_REDO_S, live_mod.REDO_FACTOR * v.predict_cost_s)   # 5x its cost on a loaded machine
+    assert v.due(lv.num_steps, now=v.predicted_done + wait + 0.01)
+    monkeypatch.setattr(live_mod, "MAX_LIVE_PREDICT_STEPS", lv.num_steps - 1)
+    assert v.held(lv.num_steps) and not v.due(lv.num_steps, now=v.predicted_done + 100)
     fresh = LiveVerdict()
-    assert fresh.due(lv.num_steps) and not fresh.held(lv.num_steps)   # the first verdict is always made
+    assert fresh.due(lv.num_steps) and not fresh.held(lv.num_steps)   # the first prediction is always made
 
 
 def test_a_long_runs_trace_is_rebuilt_on_a_budget(tmp_path, monkeypatch):
