@@ -11,7 +11,7 @@ Debian's /usr/bin/chromium through Playwright, with the e2e tests' flags.
 
 - **Overview, cold**: the first session; from just before navigation to the overview chart (the
   Plotly chart whose layout.meta has "buckets", figures/overview.py) being drawn (.main-svg).
-  It includes reading and parsing the file (pages/vllm_server.py's load, st.cache_data).
+  It includes reading and parsing the file (pages/vllm_server.py's load, st.cache_resource).
   Also: when the slot lanes (layout.meta.stride) were drawn, and when the page settled (the
   "Running" indicator gone).
 - **Redraw of a typed 5,000-step window**: in that open page, "First step" and then "Last step"
@@ -22,8 +22,8 @@ Debian's /usr/bin/chromium through Playwright, with the e2e tests' flags.
 - **Memory**: the server's RSS (VmRSS of every process in the dashboard's process group) before
   any session, after the first session loaded the file, and with the 4 more sessions open (the
   first still open); per session = (RSS with 5 - RSS with 1) / 4. What is shared: the parsed
-  recording (st.cache_data keeps one pickled copy; each script run unpickles its own, freed when
-  the run ends), the overview (st.cache_data) and the cut window (st.cache_resource, one object).
+  recording and its numbers (st.cache_resource: one object every session reads), the overview
+  (st.cache_data) and the cut window (st.cache_resource).
   What is per session: the session state and the figures sent to it. Also each page's JS heap
   (performance.memory.usedJSHeapSize) and the Chromium processes' total RSS.
 

@@ -32,6 +32,7 @@ from ui.exports import export_panel
 from ui.labels import fmt, plain, short_name
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
+from ui.tables import capped_table
 from ui.window import WindowPicker
 
 ss = st.session_state
@@ -80,10 +81,12 @@ def path_key(path: Path) -> str:
     return f"file:{path.name}:{s.st_size}:{s.st_mtime_ns}:{s.st_ino}"
 
 
-@st.cache_data(max_entries=6, show_spinner=False)
+@st.cache_resource(max_entries=6, show_spinner=False)
 def load(key: str, name: str, _data):
     """(Trace, the recording's summary) or (None, the reason it is no recording). _data: the
-    recording's bytes (an upload or a sample), or the path of a data-folder file."""
+    recording's bytes (an upload or a sample), or the path of a data-folder file. Shared by every
+    session, not copied into each script run (an hour's Trace is hundreds of MB; the page only
+    reads it)."""
     bar = st.progress(0, text=f"Reading {name}…")   # made here, so a cache hit replays (and clears) it
 
     def progress(done: int, total: int | None) -> None:
@@ -407,7 +410,15 @@ if info["warnings"]:
     st.warning("**What the reader could not use.** What it could is shown below.\n\n"
                + "\n".join(f"- {plain(w)}" for w in info["warnings"]), icon=":material/warning:")
 
-m = summary(trace)
+
+
+@st.cache_resource(max_entries=6, show_spinner="Adding up the recording's numbers…")
+def numbers(key: str, _trace: Trace) -> tuple[dict, object]:
+    """The whole recording's metrics and per-request table, once per recording (shared; read only)."""
+    return summary(_trace), per_request(_trace)
+
+
+m, per_req = numbers(key, trace)
 cols = st.columns(6)
 cols[0].metric("Steps", fmt(m["steps"]), help="schedule() calls that the engine followed with a model step.")
 cols[1].metric("Requests", fmt(m["requests"]))
@@ -461,7 +472,8 @@ else:
     step_inspector(view)
 
 with st.expander("Per request: TTFT, token gaps, end-to-end (ms)"):
-    st.dataframe(per_request(trace), hide_index=True, key="vs_requests")
+    capped_table(per_req, key="vs_requests", what="requests",
+                 file_name=f"{short_name(name).rsplit('.jsonl', 1)[0]}.requests.csv")
 
 st.subheader("The simulator on the same arrivals")
 st.toggle("Hold the simulator to this recording", key="keep_vs_sim", disabled=bool(info["no_rules"]),
