@@ -1,7 +1,7 @@
 """The Fleet page's cached runs: a workload on a simulated fleet, a real fleet replayed under a
 router policy, and what the page draws from a run (its numbers, its routing table), each made
-once per input (st.cache_data, as ui.runs keys a single run: the workload JSON, the settings
-JSON, the config JSON and the cost preset).
+once per input and kept once for every session (ui.runs.RunStore, as a single run: keyed on the
+workload's digest, the settings JSON, the config JSON and the cost preset; the page only reads them).
 
     fleet = run_fleet(workload, settings, config, cost_key)   # ValueError / RuntimeError: one sentence
     key = fleet_key(workload, settings, config, cost_key)
@@ -26,7 +26,7 @@ from sim.cost import cost_from_preset
 from sim.fleet import FleetSettings, FleetTrace, fleet_summary, simulate_fleet
 from sim.fleet.recorded import agreement, replay
 from sim.workload import Workload, effective_config
-from ui.runs import ProgressBar
+from ui.runs import ProgressBar, run_store, workload_digest
 
 MAX_PAGE_REQUESTS = 50_000
 MAX_TOKEN_ROWS = 4_000_000
@@ -35,14 +35,18 @@ MAX_TOKEN_ROWS = 4_000_000
 MAX_PROMPT_TOKENS = 25_000_000
 
 
-def _texts(workload: Workload, settings: FleetSettings, config: dict) -> tuple[str, str, str]:
-    return (json.dumps(workload.to_json(), sort_keys=True), json.dumps(settings.to_json(), sort_keys=True),
-            json.dumps(config, sort_keys=True))
+def _texts(settings: FleetSettings, config: dict) -> tuple[str, str]:
+    return json.dumps(settings.to_json(), sort_keys=True), json.dumps(config, sort_keys=True)
+
+
+def _key(workload: Workload, settings: FleetSettings, config: dict, cost_key: str) -> str:
+    s, c = _texts(settings, config)
+    return hashlib.sha256(f"fleet\0{workload_digest(workload)}\0{s}\0{c}\0{cost_key}\0{workload.name}".encode()
+                          ).hexdigest()
 
 
 def fleet_key(workload: Workload, settings: FleetSettings, config: dict, cost_key: str) -> str:
-    w, s, c = _texts(workload, settings, config)
-    return hashlib.sha256(f"{w}\0{s}\0{c}\0{cost_key}".encode()).hexdigest()[:16]
+    return _key(workload, settings, config, cost_key)[:16]
 
 
 def token_rows(workload: Workload, config: dict) -> int:
@@ -69,15 +73,11 @@ def check_size(workload: Workload, config: dict) -> None:
                          "requests)")
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
-def _cached_fleet(workload_json: str, settings_json: str, config_json: str, cost_key: str, name: str) -> tuple:
-    wl = Workload.from_json(json.loads(workload_json), name=name)
-    s = json.loads(settings_json)
-    settings = FleetSettings(**{k: v for k, v in s.items()})
+def _simulate_fleet(wl: Workload, settings: FleetSettings, config: dict, cost_key: str) -> tuple:
     t0 = time.perf_counter()
     bar = ProgressBar(f"Simulating {settings.replicas} replicas ({settings.router})…")
     try:
-        fleet = simulate_fleet(wl, settings, json.loads(config_json), cost=cost_from_preset(cost_key),
+        fleet = simulate_fleet(wl, settings, dict(config), cost=cost_from_preset(cost_key),
                                max_requests=MAX_PAGE_REQUESTS, progress=bar)
     finally:
         bar.close()
@@ -86,16 +86,16 @@ def _cached_fleet(workload_json: str, settings_json: str, config_json: str, cost
 
 def run_fleet(workload: Workload, settings: FleetSettings, config: dict, cost_key: str) -> tuple[FleetTrace, float]:
     """(the FleetTrace of `workload` on `settings`' fleet, the seconds its simulation took when it
-    ran; cached). Raises ValueError / RuntimeError with a plain message for a run that cannot
-    finish or is too big for the page."""
+    ran; kept for every session). Raises ValueError / RuntimeError with a plain message for a run
+    that cannot finish or is too big for the page."""
     check_size(workload, config)
-    w, s, c = _texts(workload, settings, config)
     with st.spinner(f"Simulating {len(workload.requests):,} requests on {settings.replicas} replicas "
                     f"({settings.router})…"):
-        return _cached_fleet(w, s, c, cost_key, workload.name)
+        return run_store().get(_key(workload, settings, config, cost_key),
+                               lambda: _simulate_fleet(workload, settings, config, cost_key))
 
 
-@st.cache_data(max_entries=8, show_spinner="Replaying the recordings under the policy…")
+@st.cache_resource(max_entries=8, show_spinner="Replaying the recordings under the policy…")
 def predicted_fleet(key: str, settings_json: str, timing: str, _reps: list) -> FleetTrace:
     """A real fleet (its RecordedReplica list) replayed under a router policy."""
     s = json.loads(settings_json)
@@ -106,7 +106,7 @@ def fleet_agreement(fleet: FleetTrace) -> dict:
     return agreement(fleet)
 
 
-@st.cache_data(max_entries=16, show_spinner="Adding up the numbers…")
+@st.cache_resource(max_entries=16, show_spinner="Adding up the numbers…")
 def fleet_numbers(key: str, _fleet: FleetTrace) -> dict:
     """Everything the page shows of a run that takes a pass over it: fleet_summary, the headline
     (with TTFT / TPOT / E2E percentiles), the per-replica table and the routing table."""

@@ -90,8 +90,21 @@ def trace_bytes(trace: Trace) -> int:
                for name in ("requests", "steps", "batch", "events", "kv", "counters"))
 
 
+def kept_bytes(value) -> int:
+    """What a kept value holds, about: a Trace's tables; a fleet's replicas and routing table;
+    the parts of a tuple; 0 for anything else (small)."""
+    if isinstance(value, Trace):
+        return trace_bytes(value)
+    if isinstance(value, tuple):
+        return sum(kept_bytes(v) for v in value)
+    if hasattr(value, "replicas") and hasattr(value, "routes"):   # a FleetTrace
+        return (sum(kept_bytes(t) for t in value.replicas)
+                + int(value.routes.memory_usage(index=True, deep=False).sum()))
+    return 0
+
+
 class RunStore:
-    """Runs by key, shared by every session: each made once (a second session asking for a run
+    """Runs (a Trace, a fleet, ...) by key, shared by every session: each made once (a second session asking for a run
     being made waits for it), kept until the runs kept pass `budget` bytes (least recently used
     out first; the newest always stays). A run that raised is kept as its exception."""
 
@@ -108,7 +121,7 @@ class RunStore:
                 return self.runs[key]
             return None
 
-    def get(self, key: str, make: Callable[[], Trace]) -> Trace:
+    def get(self, key: str, make: Callable[[], object]):
         kept = self._kept(key)
         if kept is None:
             with self.lock:
@@ -118,7 +131,7 @@ class RunStore:
                 if kept is None:
                     try:
                         value = make()
-                        kept = (value, trace_bytes(value))
+                        kept = (value, kept_bytes(value))
                     except (ValueError, RuntimeError) as e:   # a run that cannot finish: a sentence, kept
                         kept = (e, 0)
                     self._keep(key, kept)
