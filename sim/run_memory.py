@@ -8,7 +8,7 @@ memory over the resident memory before `simulate`), on runs that weigh each term
 1,000,000 idle steps; 360,033 busy steps of 4 slots with prefix caching; 100,000 and 1,000,000
 Poisson requests (52.2M batch rows, 33.4M KV rows); 300,000 three-token requests; 3,000 long
 prompts with prefix caching. Each coefficient is rounded up from a least-squares fit of those,
-so the model says a little more than a run takes (1,000,000 requests: 3,358 MiB said, 3,110 MiB
+so the model says a little more than a run takes (1,000,000 requests: 3,360 MiB said, 3,118 MiB
 measured). What each term is:
 - a step: its row of the steps table (18 columns) and its share of the recorder's chunks;
 - a batch row (one request in one forward pass): 24 bytes in the table, grown buffers before;
