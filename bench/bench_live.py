@@ -21,6 +21,15 @@ there once, as a page following it would have), then, --refreshes times, --per-r
 (300: 3 s of a busy server, the charts' refresh) are fed and the simulator's verdict on the run so
 far and RecordingStream.trace() are timed. --code DIR runs another checkout's servers/ (the code
 before: its verdict re-simulates the whole run, servers.vllm.compare.decisions).
+
+    .venv/bin/python bench/bench_live.py --refresh-cost --predict [--at ...] [--code DIR]
+
+--predict: the time prediction instead of the verdict. This code: live_predict.LivePrediction made
+where a follower would be at N steps (fitted there, simulated to there), then each refresh's update
+(PREDICT_BUDGET_S of simulating at most, the copy run to the end of the requests read, the table)
+timed, and a refit's cost (its fit, and its catching up over refreshes) apart. --code DIR of the code
+before: compare.predict(rec, rec), the whole run fitted and re-simulated (3 runs: the point and the
+band), what each of its refreshes cost (it was held past 20,000 steps).
 """
 from __future__ import annotations
 
@@ -81,6 +90,19 @@ def step_lines(source: Path):
             yield line, b'"kind":"step"' in line[:20]
 
 
+def feeder(lines, stream):
+    """feed(n): the next lines, up to n more step lines, to the stream."""
+    def feed(steps: int) -> None:
+        batch, n = [], 0
+        for line, is_step in lines:
+            batch.append(line)
+            n += is_step
+            if n >= steps:
+                break
+        stream.feed(batch)
+    return feed
+
+
 def refresh_cost(source: Path, points: list[int], refreshes: int, per_refresh: int, code: Path | None) -> None:
     if code is not None:
         sys.path.insert(0, str(code))
@@ -93,17 +115,8 @@ def refresh_cost(source: Path, points: list[int], refreshes: int, per_refresh: i
     except ImportError:
         verdict, how = compare.decisions, "the whole run re-simulated (compare.decisions)"
     print(f"code: {compare.__file__.rsplit('/servers/', 1)[0]}; verdict: {how}")
-    lines = step_lines(source)
     stream = RecordingStream("bench")
-
-    def feed(steps: int) -> None:
-        batch, n = [], 0
-        for line, is_step in lines:
-            batch.append(line)
-            n += is_step
-            if n >= steps:
-                break
-        stream.feed(batch)
+    feed = feeder(step_lines(source), stream)
 
     for target in points:
         t = time.monotonic()
@@ -130,6 +143,63 @@ def refresh_cost(source: Path, points: list[int], refreshes: int, per_refresh: i
               f"feeding {t_feed:.1f} s, first verdict + trace there {t_catch:.1f} s; load {load}", flush=True)
 
 
+def predict_cost(source: Path, points: list[int], refreshes: int, per_refresh: int, code: Path | None) -> None:
+    if code is not None:
+        sys.path.insert(0, str(code))
+    from servers.vllm import compare
+    from servers.vllm.recording import RecordingStream
+    try:
+        from servers.vllm.live_predict import PREDICT_BUDGET_S, LivePrediction
+    except ImportError:
+        LivePrediction = None
+    print(f"code: {compare.__file__.rsplit('/servers/', 1)[0]}; prediction: "
+          + ("kept up to date (live_predict.LivePrediction)" if LivePrediction else "the whole run (compare.predict)"))
+    stream = RecordingStream("bench")
+    feed = feeder(step_lines(source), stream)
+
+    load = lambda: Path("/proc/loadavg").read_text().split()[0]   # noqa: E731
+    for target in points:
+        feed(target - stream.num_steps)
+        rec = stream.recording
+        if LivePrediction is None:
+            t = time.monotonic()
+            p = compare.predict(rec, rec)
+            print(f"{target:>8,} steps: compare.predict(rec, rec) {time.monotonic() - t:7.2f} s "
+                  f"({p.errors['e2e_ms']['n']:,} requests); load {load()}", flush=True)
+            continue
+        live = LivePrediction()
+        t = time.monotonic()
+        live.update(rec, stream.trace(), budget_s=None)   # a follower there: fitted at N, simulated to N
+        t_catch = time.monotonic() - t
+        steady, refit, fits = [], [], 0
+        fit_s, catch_s = [], 0.0
+        for _ in range(refreshes):
+            feed(per_refresh)
+            tr = stream.trace()
+            before, was = live.fitted_at, live.refitting
+            t = time.monotonic()
+            live.update(rec, tr, PREDICT_BUDGET_S)
+            dt = time.monotonic() - t
+            if live.refitting or live.fitted_at != before:
+                refit.append(dt)
+                if not was:
+                    fit_s.append(live.fit_s)
+            else:
+                steady.append(dt)
+            fits += live.fitted_at != before
+        while live.refitting:   # a refit started: how long its catching up takes, refresh by refresh
+            t = time.monotonic()
+            live.update(rec, stream.trace(), PREDICT_BUDGET_S)
+            refit.append(time.monotonic() - t)
+        med = f"{statistics.median(steady):6.3f} s (max {max(steady):.3f})" if steady else "-"
+        ref = (f"; refreshes during a refit {len(refit)}: {statistics.median(refit):.3f} s median, first "
+               f"{refit[0]:.2f} s (its fit {fit_s[0] if fit_s else float('nan'):.2f} s)") if refit else ""
+        e = live.prediction.errors["e2e_ms"] if live.prediction is not None else {"n": 0}
+        print(f"{target:>8,} steps in (to {stream.num_steps:,}): refresh {med} over {len(steady)} refreshes of "
+              f"{per_refresh} steps{ref}; fitted at {live.fitted_at:,}; {e['n']:,} requests predicted; "
+              f"there from scratch {t_catch:.1f} s; restarts {live.restarts}; load {load()}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--refresh-cost", action="store_true", help="time one refresh's verdict and Trace (no browser)")
@@ -137,6 +207,7 @@ def main() -> None:
     ap.add_argument("--refreshes", type=int, default=5)
     ap.add_argument("--per-refresh", type=int, default=300)
     ap.add_argument("--code", type=Path, help="--refresh-cost: another checkout's root (the code before)")
+    ap.add_argument("--predict", action="store_true", help="--refresh-cost: the time prediction, not the verdict")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--screenshot", type=Path, help="save the page as it looks at the end")
     ap.add_argument("--rate", type=float, default=100.0, help="steps a second (a busy vLLM server: ~100)")
@@ -145,6 +216,9 @@ def main() -> None:
     ap.add_argument("--source", type=Path,
                     default=long if long.exists() else ROOT / "samples" / "vllm" / "fcfs_kv_pressure.jsonl.gz")
     a = ap.parse_args()
+    if a.refresh_cost and a.predict:
+        predict_cost(a.source, [int(x) for x in a.at.split(",")], a.refreshes, a.per_refresh, a.code)
+        return
     if a.refresh_cost:
         refresh_cost(a.source, [int(x) for x in a.at.split(",")], a.refreshes, a.per_refresh, a.code)
         return

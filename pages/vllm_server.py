@@ -19,7 +19,7 @@ from figures.engine import calibration_figure, phase_figure
 from figures.overview import overview_figure
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
 from servers.vllm.compare import decisions, predict, step_predictions
-from servers.vllm.live import MAX_LIVE_PREDICT_STEPS, MIN_REDO_S, LiveRecording, one_id_set
+from servers.vllm.live import REFIT_FACTOR, LiveRecording, one_id_set
 from servers.vllm.recording import is_async, mode_config, oracle_lines, read_recording, to_trace, to_workload
 from sim.jsonout import dumps_strict
 from sim.metrics import per_request, summary
@@ -236,8 +236,8 @@ def live_charts() -> None:
     st.subheader("The simulator on the same arrivals")
     st.toggle("Hold the simulator to this recording", key="keep_vs_sim",
               help="Simulate the requests read so far and compare every decision, step by step as the steps "
-                   "arrive; predict the times with a cost model fitted on the run so far (recomputed at most "
-                   f"every {MIN_REDO_S:g} s, up to {MAX_LIVE_PREDICT_STEPS:,} steps).")
+                   "arrive; predict the times with a cost model fitted on the run so far (fitted again each "
+                   f"time the run has grown {REFIT_FACTOR:g}x; in between only the new steps are simulated).")
     if ss["keep_vs_sim"]:
         live_verdict(live)
 
@@ -274,10 +274,6 @@ def live_verdict(live: LiveRecording) -> None:
     upto = f"the {lv.at_steps:,} steps read when it last ran"
     if v.get("behind"):   # catching up on a long file: a second of simulating per refresh
         upto = f"the {v['compared']:,} steps simulated so far (catching up with the {lv.at_steps:,} read)"
-    if lv.held(live.num_steps):
-        st.caption(f"The time prediction is held at step {lv.predicted_at:,}: it re-simulates the whole run, and "
-                   f"more than {MAX_LIVE_PREDICT_STEPS:,} steps every few seconds would slow the page. Turn following "
-                   "off for the prediction on the whole file.")
     if v["equal"]:
         st.success(f"The same decisions at all {upto}" + (" (the run goes on)." if v.get("so_far") else "."),
                    icon=":material/check_circle:")
@@ -294,6 +290,12 @@ def live_verdict(live: LiveRecording) -> None:
                                           ("e2e_ms", "End-to-end"))):
             col.metric(f"{label}: mean error", fmt(e[k]["mape"], "%"), help=f"Over {e[k]['n']} requests, the cost "
                        "model fitted on the run so far: |predicted − recorded| / recorded.")
+        redo = (f" A model fitted on the first {lv.times.next_at:,} steps is catching up; these numbers stay until it "
+                "has." if lv.refitting else "")
+        st.caption(f"Predicted times at step {lv.predicted_at:,}, with the cost model fitted on the first "
+                   f"{lv.fitted_at:,} steps (fitted again at {int(REFIT_FACTOR * lv.fitted_at):,}).{redo}")
+    if lv.predict_error:
+        st.info(f"No time prediction: {plain(lv.predict_error)}.", icon=":material/info:")
 
 
 # ---------------------------------------------------------------------------------------------

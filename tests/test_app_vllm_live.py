@@ -79,6 +79,9 @@ def test_a_followed_file_grows_on_the_page_until_every_request_finished(folder):
     assert not at.exception, at.exception
     assert any(f"The same decisions at all the {whole['steps']:,} steps" in s.value for s in at.success)
     assert "TTFT: mean error" in [m.label for m in at.metric]
+    # the prediction on the whole file, its model fitted on it (the first fit: every step read)
+    assert any(f"Predicted times at step {n:,}, with the cost model fitted on the first {n:,} steps" in c.value
+               for c in at.caption), [c.value for c in at.caption]
 
 
 def test_the_verdict_on_a_run_still_going_holds_for_the_steps_so_far(folder):

@@ -245,7 +245,8 @@ class Prediction:
         return out
 
 
-def predict(rec: Recording, calibration: Recording, form: str = "linear", band: bool = True) -> Prediction:
+def predict(rec: Recording, calibration: Recording | None, form: str = "linear", band: bool = True,
+            cost: CostModel | None = None) -> Prediction:
     """The simulator on rec's arrivals (wall clock), with the cost fitted on `calibration`.
 
     band: each prediction also gets a low and a high (predicted_<metric>_low / _high), from the
@@ -257,8 +258,11 @@ def predict(rec: Recording, calibration: Recording, form: str = "linear", band: 
     it would, and each request's band is the least and most of the three runs. What it cannot
     know: a machine that is slower or faster as a whole on the predicted run than on the
     calibration run (load from elsewhere): that is outside every residual of one run, and the
-    bench (bench/bench_vllm_fidelity.py --floor) measures how often the band holds a held run."""
-    cost = fit_cost(calibration, form)
+    bench (bench/bench_vllm_fidelity.py --floor) measures how often the band holds a held run.
+
+    cost: a model fitted already (then `calibration` only makes the band; None without one)."""
+    if cost is None:
+        cost = fit_cost(calibration, form)
     wl = to_workload(rec, timed=True)
 
     def run(cost):   # a run the simulator cannot finish (a damaged recording) is a plain ValueError

@@ -9,10 +9,10 @@ streaming reader, and the simulator's verdict kept up to date on a budget.
 
 The verdict is kept up to date step by step (live_check.LiveDecisions: the simulator's state is
 kept between refreshes and only the new steps are simulated and compared), so it follows the
-recording every refresh, however long the run. The time prediction re-simulates the whole run
-so far with a cost model fitted on it: it is recomputed at most every max(MIN_REDO_S,
-REDO_FACTOR x its last cost), so it takes at most 1/REDO_FACTOR of the page's time, and not past
-MAX_LIVE_PREDICT_STEPS steps, where it is held and the page says so. No Streamlit here.
+recording every refresh, however long the run. So is the time prediction (live_predict.
+LivePrediction): the cost model is fitted on the run so far again each time the run has doubled,
+and between fits the wall-clock simulation goes on from where it was, only the new steps made. No
+Streamlit here.
 """
 from __future__ import annotations
 
@@ -22,17 +22,14 @@ import pandas as pd
 
 from sim.metrics import summary
 
-from .compare import predict
 from .follow import RecordingLines
 from .live_check import LiveDecisions
+from .live_predict import PREDICT_BUDGET_S, REFIT_FACTOR, LivePrediction
 from .recording import RecordingRestarted, RecordingStream
 
 POLL_BUDGET_S = 0.3        # reading per refresh at most; a file far ahead is caught up over refreshes
 MAX_NOTES = 5
-MIN_REDO_S = 3.0
-REDO_FACTOR = 5.0
 VERDICT_BUDGET_S = 1.0   # simulating per refresh at most: catching up on a long file goes on over refreshes
-MAX_LIVE_PREDICT_STEPS = 20_000   # the prediction fits and simulates the whole run 3 times (about 3 s here)
 TRACE_FACTOR = 3.0         # the run's Trace is rebuilt at most every 3x what building it took
 # text followed at most: the reader holds ~7 MB per MB of text (bench/bench_upload_cap.py), so about
 # 2.2 GB; a busy server's hour (360,000 steps of ~0.8 KB) is ~280 MB
@@ -166,33 +163,37 @@ def one_id_set(tr):
 
 class LiveVerdict:
     """The simulator's verdict on the run so far, kept up to date as steps come (LiveDecisions),
-    and the time prediction, recomputed on a budget."""
+    and the time prediction, likewise (LivePrediction)."""
 
     def __init__(self):
         self.check = LiveDecisions()
+        self.times = LivePrediction()
         self.result: dict | None = None     # decisions(), with "so_far" and "at_steps"
-        self.prediction = None              # compare.Prediction or None
+        self.prediction = None              # compare.Prediction (no band) or None
         self.error: str | None = None
+        self.predict_error: str | None = None
         self.at_steps = 0                   # the steps the verdict was made on
         self.cost_s = 0.0                   # the last verdict update's time
-        self.predicted_at = 0               # the steps the prediction was made on
-        self.predict_cost_s = 0.0
-        self.predicted_done = 0.0
+        self.predict_cost_s = 0.0           # the last prediction update's time
 
-    def held(self, steps: int) -> bool:
-        """The prediction is held (the verdict never is)."""
-        return steps > MAX_LIVE_PREDICT_STEPS and self.prediction is not None
+    @property
+    def predicted_at(self) -> int:
+        """The steps the prediction shown was made on."""
+        return self.times.at_steps
 
-    def due(self, steps: int, now: float | None = None) -> bool:
-        """Whether the prediction is due again."""
-        now = time.monotonic() if now is None else now
-        if steps <= self.predicted_at or self.held(steps):
-            return False
-        return self.prediction is None or now - self.predicted_done >= max(MIN_REDO_S, REDO_FACTOR * self.predict_cost_s)
+    @property
+    def fitted_at(self) -> int:
+        """The steps its cost model was fitted on."""
+        return self.times.fitted_at
 
-    def update(self, live: LiveRecording, *, cal=None, predict_times: bool = False) -> bool:
-        """The verdict on the steps read (when new ones came) and, when due, the prediction; True
-        when either was made. `cal`: a Recording to fit the cost model on (None: the run so far)."""
+    @property
+    def refitting(self) -> bool:
+        """A model fitted on more steps is catching up (the last prediction stays until it has)."""
+        return self.times.refitting
+
+    def update(self, live: LiveRecording, *, predict_times: bool = False) -> bool:
+        """The verdict on the steps read (when new ones came) and the prediction (when asked);
+        True when either is new."""
         rec, steps = live.recording, live.num_steps
         if rec is None:
             return False
@@ -215,14 +216,15 @@ class LiveVerdict:
             self.at_steps = steps
             self.cost_s = time.monotonic() - t
             made = True
-        if predict_times and self.error is None and self.due(steps):
+        if predict_times and self.error is None:
             t = time.monotonic()
+            before = self.prediction
             try:
-                self.prediction = predict(rec, cal if cal is not None else rec)
+                self.prediction = self.times.update(rec, live.trace(), PREDICT_BUDGET_S)
+                self.predict_error = None
             except (ValueError, RuntimeError) as e:
-                self.error = str(e)
-            self.predicted_at = steps
-            self.predicted_done = time.monotonic()
-            self.predict_cost_s = self.predicted_done - t
-            made = True
+                self.predict_error = str(e)
+            self.predict_cost_s = time.monotonic() - t
+            made = made or self.prediction is not before
         return made
+

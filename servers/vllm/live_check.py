@@ -98,6 +98,18 @@ class _Lines(_Compare):
         self.take(sim)
 
 
+def count_tokens(st: dict, produced: dict, reason: dict, changed: set) -> None:
+    """A step line's sampled tokens counted per request and its finishes noted; `changed` gains
+    the requests whose simulated length (recording.max_tokens) may have moved."""
+    for i in st.get("sampled") or ():
+        produced[i] = produced.get(i, 0) + 1
+        if i in reason:
+            changed.add(i)
+    for i, why in st.get("fin") or ():
+        reason[i] = why
+        changed.add(i)
+
+
 class Restart(Exception):
     """Something read changes a step already simulated: the state starts again."""
 
@@ -366,13 +378,7 @@ class LiveDecisions(_Comparison):
             self.over.pop(i, None)
 
     def _step(self, st: dict, changed: set) -> None:
-        for i in st.get("sampled") or ():
-            self.produced[i] = self.produced.get(i, 0) + 1
-            if i in self.reason:
-                changed.add(i)
-        for i, why in st.get("fin") or ():
-            self.reason[i] = why
-            changed.add(i)
+        count_tokens(st, self.produced, self.reason, changed)
         self.last_step = int(st["step"])
         self.calls.step(st)
         line = oracle_line(st, self.ident, {}, self.caching)
