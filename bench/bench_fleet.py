@@ -3,6 +3,7 @@ costs, and a router grid through `python -m sim search`.
 
   python bench/bench_fleet.py --only scale            # 4, 16, 64, 256 replicas x 100,000 requests
   python bench/bench_fleet.py --only router           # µs per decision of every router at 64 replicas
+  python bench/bench_fleet.py --only router --router-clock cpu   # the same in CPU µs (a shared machine)
   python bench/bench_fleet.py --only grid             # replicas x 4 routers, --workers 2 and local Ray
   python bench/bench_fleet.py --only real             # against the real fleets (bench/fleet_real.py)
   python bench/bench_fleet.py --only grid --grid-requests 100000 --grid-replicas 2,4,6,8,10,12,14,16
@@ -21,10 +22,16 @@ change it.
   runs), then the search's row (sim.search.fleet_row); wall time, CPU time and the child's peak
   RSS (ru_maxrss). Target (issue 25): 64 replicas x 100k requests in < 2 minutes and < 4 GB.
 - router: a 64-replica run of --router-requests requests per router (Digest, no scores kept):
-  the time inside router.route and router.dispatched (each call wrapped in perf_counter, ~0.1 µs
-  of the wrapper included), and of it the time making the prompt's token ids, text and chain hashes
-  (the fleet's _Prompts: token ids, chain hashes per block size, the text, the ids as an array,
-  the text's hashes; it hands the ids on to the replica: made once either way); and the
+  the time inside router.route, router.dispatched, router.released and router.prefill_done
+  (each call wrapped in perf_counter, ~0.1 µs of the wrapper included; a replica's steps run
+  inside a call taken out), and of it the time making the prompt's token ids, text and chain
+  hashes (the fleet's _Prompts: token ids, chain hashes per block size, the text, the ids as an
+  array, the text's hashes; it hands the ids on to the replica: made once either way), and of
+  that the request's own ids past its prompt blocks and their text (the workload's part: a real
+  router is sent the ids, or the text); the KV events the fleet-wide prefix index takes in
+  (inside the replicas' steps, not in the router's figure: llm-d's and Dynamo's indexers take
+  them apart from routing); the run's CPU time over its wall time (under 1 when other
+  processes share the cores: the wall-clock µs above are that much longer than CPU µs); and the
   routing loop's own cost per request: the time in RoutingLoop.route less the replicas'
   simulation run inside it (SimReplica.advance, timed the same way): waking the replicas that
   have a step due, refreshing their signals, the routing table's row. Target: < 20 µs a request
@@ -141,98 +148,169 @@ def bench_scale(sizes, n: int, router: str, rate: float, groups: int, max_gb: fl
 # -- router: µs per decision --------------------------------------------------------------------
 
 # what the fleet's _Prompts makes of a request's prompt for a router (timed as "the prompt")
-PROMPT_PARTS = ("length", "token_ids", "chain", "text", "token_array", "text_chain")
+PROMPT_PARTS = ("length", "token_ids", "chain", "text", "token_array", "text_chain", "text_split", "own_chain",
+                "own", "segments")
+# the workload's part of it: a request's own ids past its prompt blocks, and their text (a real
+# router is sent them)
+OWN_IDS = ("own_prompt_tokens", "own_prompt_tokens_flat", "own_prompt_tokens_many", "_written_vocab")
+CALLBACKS = ("route", "dispatched", "released", "prefill_done")   # a router's work per request
 
 
 class _Clock:
     def __init__(self):
-        self.route = self.dispatched = self.loop = self.advance = self.prompts = 0.0
+        self.route = self.dispatched = self.released = self.prefill_done = 0.0
+        self.loop = self.advance = self.prompts = self.own_ids = self.events = 0.0
+        self.n_events = 0
 
 
-def bench_router(routers, replicas: int, n: int, rate: float, groups: int) -> dict:
-    from time import perf_counter
+def _clock_cost(clock) -> float:
+    """What timing one empty call with `clock` adds to the total (the clock's own cost inside
+    the interval, and the call), measured with the same clock: taken out of each call timed."""
+    def empty():
+        pass
+    best = float("inf")
+    for _ in range(5):
+        total = 0.0
+        for _ in range(2000):
+            t = clock()
+            empty()
+            total += clock() - t
+        best = min(best, total / 2000)
+    return best
+
+
+def bench_router(routers, replicas: int, n: int, rate: float, groups: int, cpu: bool = False) -> dict:
+    """cpu: time the router's calls by the thread's CPU clock (a system call each, its cost
+    measured and taken out), not perf_counter: on a shared machine, the time waiting for a core
+    is left out; the prompt, the workload's part and the KV events are then not timed (their
+    wrappers, nested in the calls, would add their clock's cost)."""
+    from time import perf_counter as wall_clock, thread_time
+    perf_counter = thread_time if cpu else wall_clock
+    overhead = _clock_cost(perf_counter) if cpu else 0.0
 
     from sim.cost import cost_from_preset
     from sim.fleet import FleetSettings, simulate_fleet
     from sim.fleet import fleet as fleet_mod
+    from sim.fleet.prefix_index import FleetPrefixIndex
     from sim.fleet.replica import SimReplica
+    from sim.fleet.routing import Router
     wl = fleet_workload(replicas, n, rate, groups)
     print(f"-- router cost: {replicas} replicas x {n:,} requests (Digest, no scores kept); {load()}", flush=True)
     out = {}
     for name in routers:
         c = _Clock()
         cls = type(__import__("sim.fleet", fromlist=["make_router"]).make_router(name, replicas))
-        saved = {"route": cls.route, "dispatched": cls.dispatched, "advance": SimReplica.advance,
-                 "loop": fleet_mod.RoutingLoop.route}
+        # the callbacks the router has (Router's own do nothing: not wrapped, their ~0.4 µs of wrapper left out)
+        callbacks = [k for k in CALLBACKS if getattr(cls, k) is not getattr(Router, k)]
+        saved = {k: getattr(cls, k) for k in callbacks}
+        own = {k: k in cls.__dict__ for k in callbacks}   # else inherited: put back by deleting
+        saved_loop = {"advance": SimReplica.advance, "loop": fleet_mod.RoutingLoop.route,
+                      "watcher": FleetPrefixIndex.watcher}
         made = {k: getattr(fleet_mod._Prompts, k) for k in PROMPT_PARTS if hasattr(fleet_mod._Prompts, k)}
-        own = {k: k in cls.__dict__ for k in ("route", "dispatched")}   # else inherited: put back by deleting
+        own_ids = {k: getattr(fleet_mod, k) for k in OWN_IDS if hasattr(fleet_mod, k)}
+        inside = [0]   # router calls under way: one called inside another (released inside route) counts once
 
-        def route(self, req, ctx, _f=saved["route"]):
-            t, a = perf_counter(), c.advance
-            try:
-                return _f(self, req, ctx)
-            finally:   # a router with lazy views runs the replicas it reads: their steps left out
-                c.route += (perf_counter() - t) - (c.advance - a)
+        def timed_callback(k, f):
+            def wrapper(self, *a):
+                if inside[0]:
+                    return f(self, *a)
+                inside[0], t, adv = 1, perf_counter(), c.advance
+                try:
+                    return f(self, *a)
+                finally:   # a router with lazy views runs the replicas it reads: their steps left out
+                    setattr(c, k, getattr(c, k) + (perf_counter() - t) - (c.advance - adv) - overhead)
+                    inside[0] = 0
+            return wrapper
 
-        def dispatched(self, req, replica, ctx, _f=saved["dispatched"]):
-            t = perf_counter()
-            try:
-                return _f(self, req, replica, ctx)
-            finally:
-                c.dispatched += perf_counter() - t
-
-        def advance(self, until, _f=saved["advance"]):
-            t = perf_counter()
+        def advance(self, until, _f=saved_loop["advance"]):
+            t, was = perf_counter(), inside[0]
+            inside[0] = 0   # the replicas' steps are not the router's (its calls inside them are)
             try:
                 return _f(self, until)
             finally:
+                inside[0] = was
                 c.advance += perf_counter() - t
 
-        def loop_route(self, req, target=None, _f=saved["loop"]):
+        def loop_route(self, req, target=None, _f=saved_loop["loop"]):
             t, a = perf_counter(), c.advance
             try:
                 return _f(self, req, target)
             finally:
                 c.loop += (perf_counter() - t) - (c.advance - a)   # the loop's own time, replicas' steps left out
 
-        inside = [False]   # chain() calls token_ids(): count the outer call only
+        def watcher(self, replica, _f=saved_loop["watcher"]):
+            changed = _f(self, replica)
 
-        def timed_prompt(f):
-            def wrapper(self, *a):
-                if inside[0]:
-                    return f(self, *a)
-                inside[0], t = True, perf_counter()
+            def timed(h, present):
+                t = perf_counter()
+                changed(h, present)
+                c.events += perf_counter() - t
+                c.n_events += 1
+            return timed
+
+        nested = [False]   # chain() calls token_ids(): count the outer call only
+
+        def timed_prompt(f, field="prompts"):
+            def wrapper(*a):
+                if nested[0] and field == "prompts":
+                    return f(*a)
+                was, nested[0], t = nested[0], True, perf_counter()
                 try:
-                    return f(self, *a)
+                    return f(*a)
                 finally:
-                    c.prompts += perf_counter() - t
-                    inside[0] = False
+                    setattr(c, field, getattr(c, field) + perf_counter() - t)
+                    nested[0] = was
             return wrapper
 
-        cls.route, cls.dispatched, SimReplica.advance, fleet_mod.RoutingLoop.route = route, dispatched, advance, loop_route
+        for k in callbacks:
+            setattr(cls, k, timed_callback(k, saved[k]))
+        SimReplica.advance, fleet_mod.RoutingLoop.route = advance, loop_route
+        if cpu:
+            made, own_ids = {}, {}
+        else:
+            FleetPrefixIndex.watcher = watcher
         for k, f in made.items():
             setattr(fleet_mod._Prompts, k, timed_prompt(f))
-        t0 = perf_counter()
+        for k, f in own_ids.items():
+            setattr(fleet_mod, k, timed_prompt(f, "own_ids"))
+        t0, cpu0 = wall_clock(), time.process_time()
         try:
             simulate_fleet(wl, FleetSettings(replicas=replicas, router=name, record_scores=False),
                            cost=cost_from_preset(COST), digest=True)
         finally:
-            for k in ("route", "dispatched"):
+            for k in callbacks:
                 if own[k]:
                     setattr(cls, k, saved[k])
                 else:
                     delattr(cls, k)
-            SimReplica.advance, fleet_mod.RoutingLoop.route = saved["advance"], saved["loop"]
+            SimReplica.advance, fleet_mod.RoutingLoop.route = saved_loop["advance"], saved_loop["loop"]
+            FleetPrefixIndex.watcher = saved_loop["watcher"]
             for k, f in made.items():
                 setattr(fleet_mod._Prompts, k, f)
-        wall = perf_counter() - t0
-        per = {k: 1e6 * getattr(c, k) / n for k in ("route", "dispatched", "loop", "prompts")}
-        per["decision"] = per["route"] + per["dispatched"]
-        print(f"{name:>16}: route {per['route']:6.1f} + dispatched {per['dispatched']:5.1f} = {per['decision']:6.1f} µs "
-              f"a decision, of which making the prompt's token ids, text and hashes {per['prompts']:5.1f} µs "
-              f"(a replica would make them otherwise): the router's own {per['decision'] - per['prompts']:6.1f} µs; "
-              f"the routing loop in all {per['loop']:6.1f} µs a request (the replicas' steps left out); the run "
-              f"{wall:.1f} s ({load()})", flush=True)
+            for k, f in own_ids.items():
+                setattr(fleet_mod, k, f)
+        wall = wall_clock() - t0
+        share = (time.process_time() - cpu0) / wall
+        per = {k: 1e6 * getattr(c, k) / n for k in CALLBACKS + ("loop", "prompts", "own_ids", "events")}
+        per["cpu_share"] = share
+        per["callbacks"] = per["released"] + per["prefill_done"]
+        per["decision"] = per["route"] + per["dispatched"] + per["callbacks"]
+        per["events_per_request"] = c.n_events / n
+        if cpu:
+            print(f"{name:>16}: CPU µs (thread_time, {1e6 * overhead:.2f} µs a call of the clock's own taken out): "
+                  f"route {per['route']:6.1f} + dispatched {per['dispatched']:5.1f} + released/prefill_done "
+                  f"{per['callbacks']:5.1f} = {per['decision']:6.1f} µs a request; the run {wall:.1f} s, CPU/wall "
+                  f"{share:.2f} ({load()})", flush=True)
+            out[name] = per
+            continue
+        print(f"{name:>16}: route {per['route']:6.1f} + dispatched {per['dispatched']:5.1f} + released/prefill_done "
+              f"{per['callbacks']:5.1f} = {per['decision']:6.1f} µs a request, of which the prompt's ids, text and "
+              f"hashes {per['prompts']:5.1f} µs (of it the request's own ids and their text made, the workload's part: "
+              f"{per['own_ids']:4.1f} µs); the routing loop in all {per['loop']:6.1f} µs a request (the replicas' "
+              f"steps left out); KV events into the fleet's prefix index {per['events']:5.1f} µs a request "
+              f"({per['events_per_request']:.0f} events, inside the replicas' steps); the run {wall:.1f} s, CPU/wall "
+              f"{share:.2f} ({load()})",
+              flush=True)
         out[name] = per
     return out
 
@@ -328,6 +406,8 @@ def main() -> None:
     ap.add_argument("--routers", default=None, help="router: the routers (default: every registered one)")
     ap.add_argument("--router-replicas", type=int, default=64)
     ap.add_argument("--router-requests", type=int, default=20_000)
+    ap.add_argument("--router-clock", choices=("wall", "cpu"), default="wall",
+                    help="router: time the calls by perf_counter (wall) or the thread's CPU clock")
     ap.add_argument("--profile-replicas", type=int, default=64)
     ap.add_argument("--profile-requests", type=int, default=10_000)
     ap.add_argument("--grid-replicas", default="2,4,8,16")
@@ -350,7 +430,8 @@ def main() -> None:
     if "router" in only:
         from sim.fleet import router_names
         routers = args.routers.split(",") if args.routers else router_names()
-        bench_router(routers, args.router_replicas, args.router_requests, args.rate, args.groups)
+        bench_router(routers, args.router_replicas, args.router_requests, args.rate, args.groups,
+                     cpu=args.router_clock == "cpu")
     if "profile" in only:
         bench_profile(args.profile_replicas, args.profile_requests, args.router, args.rate, args.groups)
     if "real" in only:   # the real fleets recorded here (bench/fleet_real.py)

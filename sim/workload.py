@@ -205,18 +205,25 @@ def own_prompt_tokens(req_id: str, start: int, end: int) -> list[int]:
     return _token_ids(pos + own).tolist()
 
 
-def own_prompt_tokens_many(spans: list[tuple[str, int, int]]) -> list[list[int]]:
-    """own_prompt_tokens for many (request id, start, end) at once: one numpy pass for all."""
+def own_prompt_tokens_flat(spans: list[tuple[str, int, int]]) -> tuple[np.ndarray, list[int]]:
+    """The ids own_prompt_tokens gives for many (request id, start, end), in one numpy pass: all
+    of them end to end in one uint64 array, and each span's length."""
     lens = [max(end - start, 0) for _, start, end in spans]
     base, at = [], 0
     for (rid, start, _), k in zip(spans, lens):   # key of element j (0-based in the flat array): base + j
         base.append((((1 << 63) | (zlib.crc32(rid.encode()) << 31)) + start - at) & _MASK64)
         at += k
     if not at:
-        return [[] for _ in spans]
+        return np.zeros(0, dtype=np.uint64), lens
     keys = np.repeat(np.array(base, dtype=np.uint64), lens)
     keys += _POS[:at] if at <= len(_POS) else np.arange(at, dtype=np.uint64)
-    flat = _token_ids(keys).tolist()
+    return _token_ids(keys), lens
+
+
+def own_prompt_tokens_many(spans: list[tuple[str, int, int]]) -> list[list[int]]:
+    """own_prompt_tokens for many (request id, start, end) at once: one numpy pass for all."""
+    flat, lens = own_prompt_tokens_flat(spans)
+    flat = flat.tolist()
     out, at = [], 0
     for k in lens:
         out.append(flat[at:at + k])

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..cost import UnitsCost
 from ..simulate import max_model_len_for, resolve_config
-from ..workload import (PROMPT_BLOCK_TOKENS, VOCAB_SIZE, Workload, own_prompt_tokens, own_prompt_tokens_many,
+from ..workload import (PROMPT_BLOCK_TOKENS, VOCAB_SIZE, Workload, own_prompt_tokens, own_prompt_tokens_flat,
                         prompt_block_tokens)
 from .prefix_index import FleetPrefixIndex
 from .replica import SimReplica
@@ -89,6 +89,28 @@ def chain_hashes(tokens: list[int], block_size: int, h: int = 0) -> list[int]:
     return out
 
 
+def _chain_iter(tokens: list[int], block_size: int, h: int):
+    """chain_hashes, one at a time."""
+    for i in range(0, len(tokens) - block_size + 1, block_size):
+        h = hash((h, tuple(tokens[i:i + block_size])))
+        yield h
+
+
+def _chain_iter_array(carry: list[int], ids, block_size: int, h: int):
+    """_chain_iter over carry + ids (a numpy array), each block's ids made into ints as it is
+    hashed (a request's own ids: most walks read one block of them, or none)."""
+    i = 0
+    if carry:
+        i = block_size - len(carry)
+        if i > len(ids):
+            return
+        h = hash((h, tuple(carry + ids[:i].tolist())))
+        yield h
+    for i in range(i, len(ids) - block_size + 1, block_size):
+        h = hash((h, tuple(ids[i:i + block_size].tolist())))
+        yield h
+
+
 def text_chain_hashes(text: str, block: int, max_blocks: int, seed: int) -> list[int]:
     """GIE's approximate prefix hashes of a prompt text (sim/fleet/routers/llmd.py Weighted): its
     UTF-8 bytes cut to `max_blocks` blocks of `block` bytes (a shorter tail dropped), chain-hashed
@@ -138,7 +160,8 @@ class _Prefix:
     that end inside it (and the tokens left over, with the hash to go on from); the block's text
     and array of ids; per text-hash rule the same for the text's bytes."""
 
-    __slots__ = ("parent", "block", "depth", "children", "chains", "text_chains", "_tokens", "_text", "_array")
+    __slots__ = ("parent", "block", "depth", "children", "chains", "text_chains", "_tokens", "_text", "_array",
+                 "fulls", "segs")
 
     def __init__(self, parent, block):
         self.parent = parent
@@ -148,6 +171,8 @@ class _Prefix:
         self.chains: dict = {}        # block size -> (hashes ending here, last hash, tokens left over)
         self.text_chains: dict = {}   # (block bytes, max blocks, seed) -> (hashes, last, bytes left, count)
         self._tokens = self._text = self._array = None
+        self.fulls = None             # block size (or text rule) -> the hashes of the whole path (where asked)
+        self.segs = None              # block size -> (the path's pieces that hold a hash, their length in all)
 
     def path(self) -> list:
         """The nodes from the first block down to this one (the root left out)."""
@@ -189,6 +214,46 @@ class _Prefix:
             self.chains[block_size] = c
         return c
 
+    def full_chain(self, block_size: int) -> list[int]:
+        """The chain hashes of every block ending in the prefix, the first block's on (kept on
+        this node only: the nodes requests end at; do not change the list)."""
+        fulls = self.fulls
+        if fulls is None:
+            fulls = self.fulls = {}
+        f = fulls.get(block_size)
+        if f is None:
+            f = []
+            for n in self.path():
+                f += n.chain(block_size)[0]
+            fulls[block_size] = f
+        return f
+
+    def pieces(self, block_size: int) -> tuple:
+        """(the pieces of the path's nodes that hold a hash, first block's first; their hashes in
+        all): the chain hashes of the prefix, cut where a prompt block ends (kept on this node)."""
+        segs = self.segs
+        if segs is None:
+            segs = self.segs = {}
+        got = segs.get(block_size)
+        if got is None:
+            pieces = [c for c in (n.chain(block_size)[0] for n in self.path()) if c]
+            got = segs[block_size] = (pieces, sum(map(len, pieces)))
+        return got
+
+    def text_full(self, key: tuple) -> list[int]:
+        """[seed] and the text hashes of every block ending in the prefix's text, for the rule
+        `key` (kept on this node only: the nodes requests end at; do not change the list)."""
+        fulls = self.fulls
+        if fulls is None:
+            fulls = self.fulls = {}
+        f = fulls.get(key)
+        if f is None:
+            f = [key[2]]
+            for n in self.path():
+                f += n.text_chain(key)[0]
+            fulls[key] = f
+        return f
+
     def text_chain(self, key: tuple) -> tuple:
         """(hashes of the text blocks ending in this prefix's text, the last hash, the bytes after
         the last full block, blocks so far) for the rule `key` = (block, max_blocks, seed)."""
@@ -217,6 +282,89 @@ def _chunk_hashes(data: bytes, block: int, most: int, h: int) -> list[int]:
         h = hash((data[i:i + block], h))
         out.append(h)
     return out
+
+
+class _OwnChain:
+    """The chain hashes of a prompt's blocks past its whole prompt blocks (its own ids), made as
+    they are asked for: the first alone (most walks stop there), the rest all at once. `made`: the
+    whole list, when it is known already."""
+
+    __slots__ = ("src", "_first", "_all")
+
+    def __init__(self, block_size: int = 0, last: int = 0, carry=(), ids=(), made: list | None = None):
+        self.src = (block_size, last, carry, ids)
+        self._all = made
+        self._first = made[0] if made else None
+
+    def first(self):
+        """The first hash, or None if there is none."""
+        if self._first is None:
+            if self._all is not None:
+                return self._all[0] if self._all else None
+            bs, last, carry, ids = self.src
+            it = _chain_iter(carry + ids[:bs] if carry else ids[:bs], bs, last) if isinstance(ids, list) \
+                else _chain_iter_array(carry, ids[:bs], bs, last)
+            self._first = next(it, None)
+        return self._first
+
+    def all(self) -> list:
+        if self._all is None:
+            bs, last, carry, ids = self.src
+            self._all = list(_chain_iter(carry + ids if carry else ids, bs, last) if isinstance(ids, list)
+                             else _chain_iter_array(carry, ids, bs, last))
+        return self._all
+
+    def __iter__(self):
+        first = self.first()
+        if first is None:
+            return
+        yield first
+        yield from self.all()[1:]   # made whole only if the walk goes past the first
+
+
+class PromptSegments:
+    """A prompt's chain hashes for one block size in pieces (RoutingLoop's ctx.prompt_segments),
+    for a router that keeps sets of hashes (kv_cost's active blocks): a hash shared by many
+    prompts comes in a piece that is the same list for all of them.
+    - pieces: the prompt's whole prompt blocks' pieces (_Prefix.pieces): each is the hashes of
+      the blocks ending in one prompt block; a piece is known by its last hash (that hash
+      fixes the tokens before it, so the piece).
+    - part, j: a last prompt block cut short: its piece as a whole block's, of which the prompt
+      has the first j hashes (a piece of its own that other prompts share); else None, 0.
+    - the hashes past those (the request's own ids; for a prompt not made of blocks, every
+      hash): ntail of them, tail() makes them, first_tail() the first (made alone if need be).
+    Their concatenation is the prompt's whole chain (tested against chain_hashes)."""
+
+    __slots__ = ("pieces", "shared", "part", "j", "ntail", "n", "own")
+
+    def __init__(self, pieces, shared: int, part, j: int, ntail: int, own: _OwnChain | None = None):
+        self.pieces, self.shared, self.part, self.j, self.ntail = pieces, shared, part, j, ntail
+        self.n = shared + j + ntail
+        self.own = own
+
+    def tail(self) -> list:
+        return self.own.all() if self.ntail else []
+
+    def first_tail(self):
+        return self.own.first() if self.ntail else None
+
+    def first_key(self):
+        """What the first hash is known by: its piece's last hash, or the first tail hash."""
+        if self.pieces:
+            return self.pieces[0][-1]
+        if self.part is not None:
+            return self.part[-1]
+        return self.first_tail()
+
+    def hashes(self) -> list:
+        out = []
+        for p in self.pieces:
+            out += p
+        if self.part is not None:
+            out += self.part[:self.j]
+        if self.ntail:
+            out += self.tail()
+        return out
 
 
 class _PrefixTree:
@@ -270,6 +418,8 @@ class _Prompts:
         self.written = None
         self.hashes: dict[int, list[int]] = {}
         self.prefix = None   # (node of the request's whole blocks, tokens they cover, the ids after them), or False
+        self.rest_list = None   # the ids after them as a list
+        self.owns: dict = {}     # block size -> _OwnChain of the ids after them
         # the requests in the order they will be routed (plan), so that the own ids of the next
         # OWN_BATCH requests are made in one numpy pass: index in order -> ids made ahead
         self.order: list | None = None
@@ -293,7 +443,9 @@ class _Prompts:
         start = len(blocks) * PROMPT_BLOCK_TOKENS
         return (req.id, start, n) if start < n else None
 
-    def _own(self, req, start: int, end: int) -> list[int]:
+    def _own(self, req, start: int, end: int):
+        """The request's own ids past its blocks: a uint32 array made ahead with the next
+        OWN_BATCH planned requests' (one numpy pass), or a list made now for a request not planned."""
         i = self.where.get(id(req))
         if i is None or self.order[i] is not req:
             return own_prompt_tokens(req.id, start, end)
@@ -305,11 +457,25 @@ class _Prompts:
                 if sp is not None:
                     idx.append(j)
                     spans.append(sp)
-            self.ahead = dict(zip(idx, own_prompt_tokens_many(spans)))   # what was not asked for is dropped
-            got = self.ahead.pop(i, None)
+            flat, lens = own_prompt_tokens_flat(spans)
+            flat = flat.astype(np.uint32)   # ids < VOCAB_SIZE: the same values, 4 bytes each as array('I')
+            ahead, at = {}, 0
+            for j, k in zip(idx, lens):
+                ahead[j] = flat[at:at + k]
+                at += k
+            self.ahead = ahead   # what was not asked for is dropped
+            got = ahead.pop(i, None)
             if got is None:
                 return own_prompt_tokens(req.id, start, end)
         return got
+
+    def rest(self, req) -> list[int]:
+        """The ids after the request's whole prompt blocks, as a list (its prefix known)."""
+        r = self.rest_list
+        if r is None:
+            r = self.prefix[2]
+            r = self.rest_list = r if isinstance(r, list) else r.tolist()
+        return r
 
     def replica_ids(self, req):
         """The ids a router asked for at this decision, as a tuple for the replica (so that it
@@ -320,7 +486,8 @@ class _Prompts:
         return tuple(self.tokens)
 
     def reset(self, req) -> None:
-        self.req, self.tokens, self.hashes, self.written, self.prefix = req, None, {}, None, None
+        self.req, self.tokens, self.hashes, self.written, self.prefix, self.rest_list = req, None, {}, None, None, None
+        self.owns = {}
 
     def _prefix(self, req):
         """(node, tokens it covers, the ids after them) for a request made of prompt blocks, else
@@ -361,11 +528,10 @@ class _Prompts:
             if p is None:
                 self.tokens = req.prompt_tokens()
             else:
-                node, _, rest = p
                 out = []
-                for n in node.path():
+                for n in p[0].path():
                     out += n.tokens()
-                self.tokens = out + rest
+                self.tokens = out + self.rest(req)
         return self.tokens
 
     def text(self, req) -> str:
@@ -378,10 +544,9 @@ class _Prompts:
             if p is None:
                 self.written = _written(self.token_ids(req))
             else:
-                node, _, rest = p
-                parts = [n.text() for n in node.path()]
-                if rest:
-                    parts.append(_written_vocab(rest))
+                parts = [n.text() for n in p[0].path()]
+                if len(p[2]):
+                    parts.append(_written_vocab(self.rest(req)))
                 self.written = " ".join(parts)
         return self.written
 
@@ -394,14 +559,52 @@ class _Prompts:
             if p is None:
                 h = chain_hashes(self.token_ids(req), block_size)
             else:
-                node, _, rest = p
-                h = []
-                for n in node.path():
-                    h += n.chain(block_size)[0]
+                node = p[0]
+                h = list(node.full_chain(block_size))
                 _, last, carry = node.chain(block_size)
+                rest = self.rest(req)
                 h += chain_hashes(carry + rest if carry else rest, block_size, last)
             self.hashes[block_size] = h
         return h
+
+    def own(self, req, block_size: int) -> _OwnChain:
+        """The chain hashes of req's blocks past its whole prompt blocks (its prefix known), made
+        as they are asked for (_OwnChain), once per decision."""
+        got = self.owns.get(block_size)
+        if got is None:
+            h = self.hashes.get(block_size)
+            node = self.prefix[0]
+            if h is not None:
+                got = _OwnChain(made=h[len(node.full_chain(block_size)):])
+            else:
+                _, last, carry = node.chain(block_size)
+                rest = self.rest_list if self.rest_list is not None else self.prefix[2]
+                got = _OwnChain(block_size, last, carry, rest)
+            self.owns[block_size] = got
+        return got
+
+    def own_chain(self, req, block_size: int):
+        """own(), as an iterator (a walk reads the first hash, and the rest only if it goes on)."""
+        return iter(self.own(req, block_size))
+
+    def segments(self, req, block_size: int) -> PromptSegments:
+        """req's chain hashes for block_size in pieces (PromptSegments)."""
+        p = self._prefix(req)
+        if p is None:
+            h = self.chain(req, block_size)
+            return PromptSegments([], 0, None, 0, len(h), _OwnChain(made=h))
+        node, start, rest = p
+        pieces, shared = node.pieces(block_size)
+        carry = node.chain(block_size)[2]
+        k = (len(carry) + len(rest)) // block_size   # hashes past the whole blocks
+        blocks = req.prompt_blocks
+        if k and node.depth < len(blocks):   # the next block, cut short: a part of its piece
+            child = node.children.get(blocks[node.depth])
+            if child is None:
+                child = self.tree.node(blocks[:node.depth + 1])
+            if child is not None:
+                return PromptSegments(pieces, shared, child.chain(block_size)[0], k, 0)
+        return PromptSegments(pieces, shared, None, 0, k, self.own(req, block_size) if k else None)
 
     def token_array(self, req):
         """The prompt's ids as an array('I'), or None where an id does not fit one."""
@@ -413,28 +616,40 @@ class _Prompts:
             out = array("I")
             for n in node.path():
                 out += n.array()
-            out += array("I", rest)
+            if isinstance(rest, list):
+                out += array("I", rest)
+            elif len(rest):
+                out.frombytes(rest.tobytes())   # uint32, native order: what array('I') holds
             return out
         except (OverflowError, TypeError):
             return None
 
     def text_chain(self, req, block: int, max_blocks: int, seed: int) -> list[int]:
         """text_chain_hashes of the prompt's text, made from the prefix tree's pieces."""
+        _, shared, own = self.text_split(req, block, max_blocks, seed)
+        return shared + own
+
+    def text_split(self, req, block: int, max_blocks: int, seed: int) -> tuple:
+        """text_chain's hashes as (key, shared, own): `shared` the hashes up to the end of the
+        request's whole prompt blocks (the same list, not to be changed, for every prompt with
+        those blocks; `key` names it), `own` the rest; (None, [], all of them) for a prompt not
+        made of blocks."""
         p = self._prefix(req) if req.prompt_text is None else None
         if p is None:
-            return text_chain_hashes(self.text(req), block, max_blocks, seed)
-        node, _, rest = p
+            return None, [], text_chain_hashes(self.text(req), block, max_blocks, seed)
+        node = p[0]
         key = (block, max_blocks, seed)
+        shared = node.text_full(key)
+        own = []
         _, last, carry, count = node.text_chain(key)
-        out = [seed]
-        for n in node.path():
-            out += n.text_chain(key)[0]
-        if rest and count < max_blocks:
-            data = _written_vocab(rest).encode()
+        if len(p[2]) and count < max_blocks:
+            data = _written_vocab(self.rest(req)).encode()
             if node.parent is not None:
                 data = carry + b" " + data
-            out += _chunk_hashes(data, block, max_blocks - count, last)
-        return out if len(out) > 1 else []
+            own = _chunk_hashes(data, block, max_blocks - count, last)
+        if len(shared) + len(own) <= 1:   # not one whole block of text: no hashes at all
+            return None, [], []
+        return (node, key), shared, own
 
 
 def _json_scores(scores: dict) -> str:
@@ -504,6 +719,8 @@ class RoutingLoop:
         self.ctx.prompt_length = self.prompts.length   # len(prompt_tokens(req)), without making them
         self.ctx.prompt_token_array = self.prompts.token_array   # the ids as an array('I'), from cached pieces
         self.ctx.text_block_hashes = self.prompts.text_chain     # GIE's hashes of the text, from cached pieces
+        self.ctx.text_block_split = self.prompts.text_split      # the same, as the shared prefix's and the rest
+        self.ctx.prompt_segments = self.prompts.segments         # the chain hashes in shared pieces
         self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
         if self.indexes is not None:
             self.ctx.cached_prefix = self._cached_prefix
@@ -545,10 +762,29 @@ class RoutingLoop:
         return indexes
 
     def _cached_prefix(self, req) -> list[int]:
-        out = [0] * len(self.backends)   # a replica without prefix caching holds nothing
+        """Every replica's leading cached blocks of req's prompt, from the fleet-wide indexes. A
+        prompt made of prompt blocks: the walk over its whole blocks' hashes is the index's memo
+        for that prefix (sim/fleet/prefix_index.py shared_run), then the request's own hashes are
+        made and walked one by one only while some replica still holds all before them."""
+        prompts = self.prompts
+        p = prompts._prefix(req)
+        if p is None:
+            out = [0] * len(self.backends)   # a replica without prefix caching holds nothing
+            for bs, idx in self.indexes.items():
+                idx.leading(prompts.chain(req, bs), out)
+            return out
+        node = p[0]
+        out = None
         for bs, idx in self.indexes.items():
-            idx.leading(self.prompts.chain(req, bs), out)
-        return out
+            base, alive, depth = idx.shared_run(node, lambda: node.full_chain(bs))
+            if out is None:
+                out = list(base)   # base is 0 outside the index's replicas
+            else:
+                for i in idx.replicas:
+                    out[i] = base[i]
+            if alive:
+                idx.walk(prompts.own_chain(req, bs), alive, depth, out)
+        return out if out is not None else [0] * len(self.backends)
 
     def _refresh(self, which) -> None:
         for i in which:

@@ -345,7 +345,19 @@ class RefPrefixIndex:
         for h in hashes:
             servers[h] = servers.get(h, 0) | bit
 
-    match = PrefixIndex.match
+    def match(self, hashes, n: int) -> list:
+        out = [0] * n
+        held = []
+        for h in hashes:
+            m = self.servers.get(h, 0)
+            if not m:
+                break
+            held.append(m)
+        for m in held:
+            for i in range(n):
+                if m >> i & 1:
+                    out[i] += 1
+        return out
 
 
 class RefWeighted(Router):
@@ -476,3 +488,186 @@ def test_prefix_index_add_is_the_plain_walk():
             assert fast.servers == plain.servers
             assert {k: list(v) for k, v in fast.lru.items()} == {k: list(v) for k, v in plain.lru.items()}
             assert fast.match(hashes, 4) == plain.match(hashes, 4)
+
+
+# ---------------------------------------------------------------- the router cost target (issue 25): pieces, memo, fast pick
+
+@pytest.mark.parametrize("capacity", [8192, 4, 1, 0])
+def test_prompt_segments_and_own_hashes_are_the_whole_chain(capacity):
+    """A prompt's chain in pieces (PromptSegments: its blocks' pieces, a cut block's part, its
+    own hashes) is its whole chain at every block size, the first own hash made alone is the
+    whole list's first, and the walk's own hashes are the chain past the whole blocks."""
+    p = _Prompts(capacity)
+    reqs = _requests(150, seed=30 + capacity)
+    p.plan(reqs)
+    for r in reqs + reqs[:30]:
+        toks = block_prompt_tokens_unmemoized(r.prompt_blocks, r.prompt_len, r.id)
+        for bs in BLOCK_SIZES:
+            want = chain_hashes(toks, bs)
+            p.reset(r)
+            sg = p.segments(r, bs)
+            assert sg.n == len(want)
+            if sg.ntail:   # the first own hash alone, before the rest is made
+                assert sg.first_tail() == want[sg.shared + sg.j]
+            assert sg.hashes() == want, (r, bs)
+            assert [h for pc in sg.pieces for h in pc] == want[:sg.shared]
+            assert all(pc and pc[-1] == want[sum(map(len, sg.pieces[:i + 1])) - 1] for i, pc in enumerate(sg.pieces))
+            if p._prefix(r) is not None:
+                assert list(p.own_chain(r, bs)) == want[len(p.prefix[0].full_chain(bs)):]
+
+
+def _random_index_run(seed: int):
+    """A FleetPrefixIndex under random KV events (blocks of chains stored and evicted), and
+    prompts that share prefixes: (index, watchers, prompts as (key, shared hashes, own hashes))."""
+    from sim.fleet.prefix_index import FleetPrefixIndex
+    rng = random.Random(seed)
+    members = [0, 1, 3, 4, 6]
+    idx = FleetPrefixIndex(members, 7)
+    watch = {i: idx.watcher(i) for i in members}
+    chains = [[rng.randrange(1 << 62) for _ in range(rng.randint(1, 12))] for _ in range(6)]
+    held = {i: set() for i in members}
+    for step in range(600):
+        i = rng.choice(members)
+        c = rng.choice(chains)
+        if rng.random() < 0.6:   # store a prefix of a chain
+            for h in c[:rng.randint(1, len(c))]:
+                if h not in held[i]:
+                    held[i].add(h)
+                    watch[i](h, True)
+        elif held[i]:            # evict one block, any (a cache need not stay prefix-closed)
+            h = rng.choice(sorted(held[i]))
+            held[i].discard(h)
+            watch[i](h, False)
+        k = rng.randrange(len(chains))
+        cut = rng.randint(0, len(chains[k]))
+        own = [rng.randrange(1 << 62) for _ in range(rng.randint(0, 3))] if rng.random() < 0.7 else chains[k][cut:]
+        yield idx, (("p", k, cut), chains[k][:cut], own)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fleet_prefix_index_memo_is_the_plain_walk(seed):
+    """The memo of a shared prefix's walk (kept until a KV event touches a hash it read) and the
+    walk going on over the own hashes give what walking the whole prompt gives, at every step of
+    random stores and evictions (a cache not always prefix-closed)."""
+    hits = 0
+    for idx, (key, shared, own) in _random_index_run(seed):
+        hits += key in idx.memo
+        base, alive, depth = idx.shared_run(key, lambda: shared)
+        out = list(base)
+        if alive:
+            idx.walk(iter(own), alive, depth, out)
+        plain = [0] * 7
+        idx.leading(shared + own, plain)
+        assert out == plain and depth == len(shared)
+    assert 50 < hits < 550   # the memo was used, and dropped when a hash it read changed
+
+
+def _crc_twins() -> tuple[str, str]:
+    """Two request ids with the same crc32 (so the same own ids past their blocks; found by a
+    search over f"twin-{i}")."""
+    import zlib
+    a, b = "twin-29685295", "twin-32060020"
+    assert zlib.crc32(a.encode()) == zlib.crc32(b.encode())
+    return a, b
+
+
+def _pieces_workload(given_ids: bool) -> Workload:
+    """Prompt blocks with own tails, cut last blocks, whole blocks only, no blocks; two requests
+    with the same own ids (their ids' crc32 equal: the same own hashes, shared by two prompts);
+    with given_ids, a prompt given as ids equal to another's blocks (a piece's hashes as own
+    hashes: the router goes back to the plain dicts)."""
+    reqs = _requests(110, seed=41, pool=3)
+    a, b = _crc_twins()
+    reqs += [Request(id=a, prompt_len=2 * PROMPT_BLOCK_TOKENS + 300, max_tokens=30, prompt_blocks=(0, 1),
+                     arrival_time=40.0),
+             Request(id=b, prompt_len=2 * PROMPT_BLOCK_TOKENS + 200, max_tokens=30, prompt_blocks=(0, 1),
+                     arrival_time=41.0)]
+    if given_ids:
+        ids = block_prompt_tokens_unmemoized((7, 8), 2 * PROMPT_BLOCK_TOKENS + 50, "given")
+        reqs.append(Request(id="given", prompt_len=len(ids), max_tokens=20, prompt_token_ids=tuple(ids),
+                            arrival_time=60.0))
+    reqs = [Request(id=r.id, prompt_len=r.prompt_len, max_tokens=8 + i % 40, prompt_blocks=r.prompt_blocks,
+                    prompt_token_ids=r.prompt_token_ids, arrival_time=r.arrival_time * 25.0)
+            for i, r in enumerate(reqs)]
+    reqs.sort(key=lambda r: r.arrival_time)
+    return Workload(reqs, {"enable_prefix_caching": True, "num_gpu_blocks": 400, "block_size": 16,
+                           "max_num_seqs": 16, "max_num_batched_tokens": 1024})
+
+
+@pytest.mark.parametrize("given_ids", [False, True], ids=["blocks", "given-ids"])
+@pytest.mark.parametrize("config", [{}, {"router_temperature": 0.4}, {"active_request_weight": 0.7},
+                                    {"prefill_load_scale": 2.0, "overlap_score_credit": 0.5}])
+@pytest.mark.parametrize("record", [True, False], ids=["scores", "no-scores"])
+@pytest.mark.parametrize("replicas", [5, 1])
+def test_kv_cost_in_pieces_is_the_plain_formula(config, given_ids, record, replicas, monkeypatch):
+    """kv_cost keeping its active blocks in pieces (and, with no scores kept, costing only the
+    replicas that can be lowest) routes every request as the plain per-hash formula does, to the
+    byte: own hashes shared by two prompts (active together on one replica), cut blocks, a
+    prompt given as ids (the plain dicts from then on), with and without scores."""
+    wl = _pieces_workload(given_ids)
+    s = FleetSettings(replicas=replicas, router="kv_cost", router_config=config, seed=3, record_scores=record)
+    routers = []
+    real = fleet_mod.make_router
+
+    def keep(*a, **k):
+        routers.append(real(*a, **k))
+        return routers[-1]
+    monkeypatch.setattr(fleet_mod, "make_router", keep)
+    fast = simulate_fleet(wl, s, cost=MS)
+    assert routers[0].in_pieces is (not given_ids)   # the given ids sent it back to the plain dicts
+    monkeypatch.setattr(fleet_mod, "make_router", lambda n, k, c, seed: RefKvCost(k, c, seed))
+    plain = simulate_fleet(wl, s, cost=MS)
+    assert plain.routes["replica"].tolist() == fast.routes["replica"].tolist()
+    assert plain.routes["reason"].tolist() == fast.routes["reason"].tolist()
+    assert plain.to_bytes() == fast.to_bytes()
+
+
+def test_kv_cost_lowest_is_route_with_every_cost(monkeypatch):
+    """The fast pick (_lowest: only the replicas that can be lowest costed) gives, at every
+    decision of a 24-replica chat fleet, the pick, reason and ties of costing every replica."""
+    from sim.fleet.routers.dynamo import KvCost
+    real = KvCost._lowest
+    seen = []
+
+    def both(self, cached, less, isl, bs, nh):
+        state = self.rng.getstate()
+        d = real(self, cached, less, isl, bs, nh)
+        after = self.rng.getstate()
+        self.rng.setstate(state)
+        ov = [float(c) for c in cached]
+        cost = [max((self.ptok[i] + isl) / bs - ov[i], 0.0) + float(self.nblocks[i] + nh - less.get(i, 0))
+                for i in range(self.n)]
+        best = min(cost)
+        tied = [i for i, c in enumerate(cost) if c == best]
+        pick = tied[0] if len(tied) == 1 else tied[self.rng.randrange(len(tied))]
+        assert (d.replica, d.detail["tied"]) == (pick, tuple(tied))
+        assert self.rng.getstate() == after
+        seen.append(len(tied))
+        return d
+    monkeypatch.setattr(KvCost, "_lowest", both)
+    simulate_fleet(chat(n=700, rate_per_s=90.0, groups=6),
+                   FleetSettings(replicas=24, router="kv_cost", record_scores=False), cost=MS, digest=True)
+    assert len(seen) == 700 and max(seen) > 1 and seen.count(1) > 100
+
+
+def test_prefix_index_match_split_is_the_plain_match():
+    """GIE's index matching a shared prefix from its memo (dropped when a hash it read changes
+    servers: added to a server's LRU, or out of it) and then the prompt's own hashes gives
+    match over the whole list, with capacities that evict all the time and never."""
+    rng = random.Random(12)
+    hits = {}
+    for cap in (5, 30, 10_000):
+        fast, plain = PrefixIndex(cap), RefPrefixIndex(cap)
+        prefixes = {k: [rng.randrange(1 << 60) for _ in range(rng.randint(1, 15))] for k in range(5)}
+        hits[cap] = 0
+        for _ in range(500):
+            k = rng.randrange(5)
+            shared = prefixes[k]
+            own = [rng.randrange(1 << 60) for _ in range(rng.randint(0, 4))]
+            hits[cap] += k in fast.memo
+            assert fast.match_split(k, shared, own, 6) == plain.match(shared + own, 6)
+            assert fast.match_split(None, shared, own, 6) == plain.match(shared + own, 6)
+            server = rng.randrange(6)
+            fast.add(shared + own, server)
+            plain.add(shared + own, server)
+    assert hits[10_000] > 400 and hits[5] < hits[30] < hits[10_000]   # the memo used; dropped as the LRUs change

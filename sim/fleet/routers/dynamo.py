@@ -26,10 +26,25 @@ Pick: router_temperature 0 -> the lowest cost, a tie drawn uniformly with the se
 costs rescaled by their range (`softmax_sample_entries`), with the seeded rng.
 Scores: "cost", "overlap_blocks", "prefill_blocks" (after the credit, before the scale),
 "decode_blocks". Reasons: "lowest_cost", "tie_random", "softmax".
+
+The active blocks are kept in one of two ways, with the same counts (tested against the plain
+per-hash dicts). Plain: per replica a dict of every active block hash. In pieces (when the
+routing loop offers ctx.prompt_segments and every replica has one block size): a prompt's
+chain is its prompt blocks' pieces (lists of hashes shared by every prompt with those blocks),
+a part of a cut last block's piece, and the hashes of its own ids (PromptSegments). Per
+replica, each piece counts its active users (its hashes are active when one uses it whole, or
+its first j when the longest partial use has j), and the own hashes are grouped by their
+first hash (a group of one holds its own count of hashes; two with the same first hash, its
+hashes are made and merged). Active blocks are prefix-closed and a chain hash fixes the tokens
+before it, so a piece's hash and an own hash are the same only if their tokens are: that is
+checked (an own chain's first hash against every piece seen, a new piece against the own
+chains' first hashes), and the router goes back to the plain dicts, for good, if it ever
+happens (only for a prompt given as ids equal to prompt blocks'), or past REGISTRY hashes.
 """
 from __future__ import annotations
 
 import math
+from itertools import compress
 
 import numpy as np
 
@@ -47,6 +62,9 @@ def block_hashes(tokens, block_size: int) -> list:
     return out
 
 
+_NEVER = 1 << 200   # above any key
+
+
 @register_router("kv_cost")
 class KvCost(Router):
     defaults = {"prefill_load_scale": 1.0, "overlap_score_credit": 1.0, "router_temperature": 0.0,
@@ -62,14 +80,28 @@ class KvCost(Router):
         self.req_weight = float(c["active_request_weight"])
         self.rcs = [dict() for _ in range(self.n)]   # per replica: block hash -> active requests holding it
         # the same per replica as arrays, for a decision computed over every replica at once:
-        self.ptok = np.zeros(self.n, dtype=np.int64)    # prefill tokens not yet done
-        self.nreq = np.zeros(self.n, dtype=np.int64)    # active requests
-        self.nblocks = np.zeros(self.n, dtype=np.int64)  # unique active blocks (len of rcs[i])
+        self.ptok = [0] * self.n      # prefill tokens not yet done
+        self.nreq = [0] * self.n      # active requests
+        self.nblocks = [0] * self.n   # unique active blocks (len of rcs[i])
+        # per replica ptok + block size x nblocks (one block size): the order of the costs of the
+        # replicas that hold none of the prompt (see _lowest); an upper bound on them
+        self.keys = [0] * self.n
+        self.key_bound = 0
+        self.bs = None
         self.holders: dict = {}       # block hash -> bitmask of the replicas it is active on
         self.active: dict = {}        # request id -> (replica, hashes, prefill tokens still counted)
         self._pending = (None, None, None)
         self.everyone = tuple(range(self.n))
         self._sizes = (None, None)    # (the views' list, their block sizes): they do not change
+        # in pieces (see the module text); None until the first decision says whether it can be
+        self.in_pieces = None
+        self.full = [dict() for _ in range(self.n)]    # per replica: piece key -> users of it whole
+        self.part = [dict() for _ in range(self.n)]    # per replica: piece key -> {j: users of its first j}
+        self.tails = [dict() for _ in range(self.n)]   # per replica: first own hash -> the PromptSegments
+        self.held: dict = {}       # piece key or first own hash -> bitmask of the replicas it is active on
+        self.piece_len: dict = {}  # piece key -> its hashes, for every piece seen
+        self.registry: set = set()  # every hash of those pieces
+        self.own_firsts: dict = {}  # first own hash -> active own chains with it (all replicas)
 
     def _hashes(self, request, ctx, block_size):
         shared = getattr(ctx, "block_hashes", None)   # the loop's own chain hashes, if it offers them
@@ -108,26 +140,219 @@ class KvCost(Router):
             self._sizes = (reps, sizes)
         return sizes
 
+    REGISTRY = 1 << 21   # piece hashes kept at most (then the plain dicts)
+
+    # -- in pieces ----------------------------------------------------------------------------
+    def _pieces_ok(self, segs) -> bool:
+        """Note segs' new pieces; False if a piece hash and an own hash could be the same."""
+        piece_len, reg = self.piece_len, self.registry
+        for pc in segs.pieces if segs.part is None else segs.pieces + [segs.part]:
+            k = pc[-1]
+            if k not in piece_len:
+                if not self.own_firsts.keys().isdisjoint(pc) or len(reg) + len(pc) > self.REGISTRY:
+                    return False
+                piece_len[k] = len(pc)
+                reg.update(pc)
+        return not segs.ntail or segs.first_tail() not in reg
+
+    def _to_plain(self) -> None:
+        """Go back to the plain per-hash dicts (the same counts), for good."""
+        self.in_pieces = False
+        rcs, holders = self.rcs, self.holders
+        for rid, (r, segs, tokens) in list(self.active.items()):
+            hashes = segs.hashes()
+            rc, bit = rcs[r], 1 << r
+            for h in hashes:
+                c = rc.get(h, 0)
+                rc[h] = c + 1
+                if not c:
+                    holders[h] = holders.get(h, 0) | bit
+            self.active[rid] = (r, hashes, tokens)
+        for r in range(self.n):
+            self.nblocks[r] = len(rcs[r])
+        self.bs = None   # keys are for the fast path in pieces only
+        self.full = self.part = self.tails = None
+        self.held, self.piece_len, self.registry, self.own_firsts = {}, {}, set(), {}
+
+    @staticmethod
+    def _union(group) -> int:
+        return group[0].ntail if len(group) == 1 else len(set().union(*(g.tail() for g in group)))
+
+    def _cover(self, r: int, k, length: int) -> int:
+        """How many of piece k's hashes are active on replica r (its first ones)."""
+        if self.full[r].get(k):
+            return length
+        pj = self.part[r].get(k)
+        return max(pj) if pj else 0
+
+    def _present_pieces(self, r: int, segs) -> int:
+        """_present for segs on replica r."""
+        full, part = self.full[r], self.part[r]
+        acc = 0
+        for pc in segs.pieces:
+            k = pc[-1]
+            if full.get(k):
+                acc += len(pc)
+                continue
+            pj = part.get(k)
+            return acc + max(pj) if pj else acc
+        if segs.part is not None:
+            return acc + min(self._cover(r, segs.part[-1], len(segs.part)), segs.j)
+        if segs.ntail:
+            group = self.tails[r].get(segs.first_tail())
+            if group:
+                have = set().union(*(g.tail() for g in group))
+                for h in segs.tail():
+                    if h not in have:
+                        break
+                    acc += 1
+        return acc
+
+    def _mark(self, k, bit: int, on: bool) -> None:
+        held = self.held
+        if on:
+            held[k] = held.get(k, 0) | bit
+        else:
+            m = held[k] & ~bit
+            if m:
+                held[k] = m
+            else:
+                del held[k]
+
+    def _use_part(self, r: int, segs, step: int) -> int:
+        """segs' part of a cut block now used (step 1) or no longer (-1) on replica r: how many
+        more of the piece's hashes are active there."""
+        part = self.part[r]
+        k, j, length = segs.part[-1], segs.j, len(segs.part)
+        before = self._cover(r, k, length)
+        pj = part.get(k)
+        if pj is None:
+            pj = part[k] = {}
+        c = pj.get(j, 0) + step
+        if c:
+            pj[j] = c
+        else:
+            del pj[j]
+            if not pj:
+                del part[k]
+        after = self._cover(r, k, length)
+        if (before == 0) != (after == 0):
+            self._mark(k, 1 << r, bool(after))
+        return after - before
+
+    def _use(self, r: int, segs, step: int) -> None:
+        """segs' hashes now active on replica r (step 1: dispatched) or no longer (-1: released)."""
+        full, bit = self.full[r], 1 << r
+        nb = 0   # how many more of r's blocks are active
+        for pc in segs.pieces:
+            k = pc[-1]
+            c = full.get(k, 0) + step
+            if c:
+                full[k] = c
+            else:
+                del full[k]
+            if c == (1 if step > 0 else 0):   # its first whole use came, or its last went
+                pj = self.part[r].get(k)
+                partial = max(pj) if pj else 0
+                nb += step * (len(pc) - partial)
+                if not partial:
+                    self._mark(k, bit, step > 0)
+        if segs.part is not None:
+            nb += self._use_part(r, segs, step)
+        if segs.ntail:
+            t1 = segs.first_tail()
+            tails = self.tails[r]
+            group = tails.get(t1)
+            before = self._union(group) if group else 0
+            if step > 0:
+                if group is None:
+                    group = tails[t1] = []
+                group.append(segs)
+            else:
+                del group[next(i for i, g in enumerate(group) if g is segs)]
+                if not group:
+                    del tails[t1]
+            after = self._union(group) if group else 0
+            nb += after - before
+            if (before == 0) != (after == 0):
+                self._mark(t1, bit, bool(after))
+            c = self.own_firsts.get(t1, 0) + step
+            if c:
+                self.own_firsts[t1] = c
+            else:
+                del self.own_firsts[t1]
+        self.nblocks[r] += nb
+        self._key(r)
+
+    def _segments(self, request, ctx, reps):
+        """The prompt in pieces, or None (then the plain dicts, for good)."""
+        if self.in_pieces is None:
+            self.in_pieces = getattr(ctx, "prompt_segments", None) is not None and len(self._block_sizes(reps)) == 1
+            if self.in_pieces:
+                self.bs = reps[0].block_size
+                for r in range(self.n):
+                    self._key(r)
+        if not self.in_pieces:
+            return None
+        segs = ctx.prompt_segments(request, reps[0].block_size)
+        if not self._pieces_ok(segs):
+            self._to_plain()
+            return None
+        return segs
+
+    def _key(self, r: int) -> None:
+        """keys[r] after ptok[r] or nblocks[r] changed."""
+        if self.bs is not None:
+            k = self.keys[r] = self.ptok[r] + self.bs * self.nblocks[r]
+            if k > self.key_bound:
+                self.key_bound = k
+
     def route(self, request, ctx):
         n = self.n
         reps = ctx.replicas
         isl = self._length(request, ctx)
         cached = ctx.cached_prefix(request)
+        segs = self._segments(request, ctx, reps)
         sizes = self._block_sizes(reps)
-        by_size = {bs: self._hashes(request, ctx, bs) for bs in sizes}
         credit = self.credit
-        if len(sizes) == 1:
+        if segs is not None:
+            bs = sizes[0]
+            by_size = {bs: segs}
+            nh = segs.n
+            less = {}   # replica -> blocks of the prompt active on it (those holding its first block)
+            if nh:
+                held = self.held.get(segs.first_key(), 0)
+                present = self._present_pieces
+                while held:
+                    low = held & -held
+                    i = low.bit_length() - 1
+                    held ^= low
+                    less[i] = present(i, segs)
+            self._pending = (request.id, by_size, cached)
+            if not ctx.record_scores and self.temperature == 0.0 and self.scale == 1.0 and not self.req_weight \
+                    and self.key_bound + isl + bs * nh < 1 << 45:
+                return self._lowest(cached, less, isl, bs, nh)
+            overlap = np.array(cached, dtype=np.float64)
+            x = (np.array(self.ptok, dtype=np.int64) + isl) / bs
+            x -= overlap if credit == 1.0 else credit * overlap
+            prefill = np.where(x < 0.0, 0.0, x)    # max(x, 0.0): 0.0 only where 0.0 > x
+            blocks = np.array(self.nblocks, dtype=np.int64) + nh
+            for i, k in less.items():
+                blocks[i] -= k
+            decode = blocks.astype(np.float64)
+        elif len(sizes) == 1:
             # every replica at once (numpy): the same float operations, in the same order, as
             # max((ptok + isl) / bs - credit * overlap, 0.0) and len(rc) + new blocks per replica
             bs = sizes[0]
+            by_size = {bs: self._hashes(request, ctx, bs)}
             hashes = by_size[bs]
             nh = len(hashes)
             overlap = np.array(cached, dtype=np.float64)
-            x = (self.ptok + isl) / bs
+            x = (np.array(self.ptok, dtype=np.int64) + isl) / bs
             x -= overlap if credit == 1.0 else credit * overlap
             prefill = np.where(x < 0.0, 0.0, x)    # max(x, 0.0): 0.0 only where 0.0 > x
+            blocks = np.array(self.nblocks, dtype=np.int64) + nh   # new blocks: all unless block 0 is active
             if nh:
-                blocks = self.nblocks + nh         # new blocks: all of them unless block 0 is active
                 held = self.holders.get(hashes[0], 0)
                 if held:
                     rcs, hl, present = self.rcs, hashes[-1], self._present
@@ -137,12 +362,11 @@ class KvCost(Router):
                         held ^= low
                         rc = rcs[i]
                         blocks[i] = len(rc) if hl in rc else len(rc) + nh - present(rc, hashes)
-                decode = blocks.astype(np.float64)
-            else:
-                decode = self.nblocks.astype(np.float64)
+            decode = blocks.astype(np.float64)
         else:
+            by_size = {bs: self._hashes(request, ctx, bs) for bs in sizes}
             present = self._present
-            ptok = self.ptok.tolist()
+            ptok = self.ptok
             overlap, prefill, decode = list(map(float, cached)), [], []
             for i in range(n):
                 bs = reps[i].block_size
@@ -154,7 +378,7 @@ class KvCost(Router):
         scale, rw = self.scale, self.req_weight
         cost = prefill + decode if scale == 1.0 else scale * prefill + decode
         if rw:
-            cost += rw * self.nreq
+            cost += rw * np.array(self.nreq, dtype=np.int64)
         self._pending = (request.id, by_size, cached)
         scores = {"cost": cost.tolist(), "overlap_blocks": overlap.tolist(), "prefill_blocks": prefill.tolist(),
                   "decode_blocks": decode.tolist()} if ctx.record_scores else {}
@@ -169,6 +393,41 @@ class KvCost(Router):
             return Decision(pick, "tie_random", self.everyone, scores, {"tied": tuple(tied)})
         return Decision(self._softmax(cost.tolist()), "softmax", self.everyone, scores,
                         {"temperature": self.temperature})
+
+    def _lowest(self, cached: list, less: dict, isl: int, bs: int, nh: int) -> Decision:
+        """The pick of route's formula (no scores kept, temperature 0, scale 1, no request
+        weight), costing only the replicas that can be lowest. A replica that holds none of the
+        prompt (no overlap, no active block of it) costs (ptok + isl) / bs + (nblocks + nh), in
+        exact arithmetic (keys[i] + isl + bs * nh) / bs: so of those, only the ones with the
+        lowest key can be lowest or tie, as long as the float's rounding (under 2**-52 of the
+        cost) is far below the 1 / bs between two keys (route checks the bound). The others (a
+        few: those holding the prompt's first block) are costed each, with route's operations."""
+        ptok, nblocks, credit = self.ptok, self.nblocks, self.credit
+        some = set(less)
+        some.update(compress(range(self.n), cached))   # overlap > 0
+        keys = self.keys
+        saved = [(i, keys[i]) for i in some]
+        for i in some:
+            keys[i] = _NEVER
+        low = min(keys)
+        if low != _NEVER:
+            if keys.count(low) == 1:
+                some.add(keys.index(low))
+            else:
+                some.update(i for i, k in enumerate(keys) if k == low)
+        for i, k in saved:
+            keys[i] = k
+        costs = {}
+        for i in some:
+            x = (ptok[i] + isl) / bs
+            x -= float(cached[i]) if credit == 1.0 else credit * float(cached[i])
+            costs[i] = (0.0 if x < 0.0 else x) + float(nblocks[i] + nh - less.get(i, 0))
+        best = min(costs.values())
+        tied = sorted(i for i, c in costs.items() if c == best)
+        if len(tied) == 1:
+            return Decision(tied[0], "lowest_cost", self.everyone, {}, {"tied": (tied[0],)})
+        pick = tied[self.rng.randrange(len(tied))]
+        return Decision(pick, "tie_random", self.everyone, {}, {"tied": tuple(tied)})
 
     def _softmax(self, cost: list) -> int:
         lo, hi = min(cost), max(cost)
@@ -192,24 +451,31 @@ class KvCost(Router):
         rid, by_size, overlap = self._pending
         self._pending = (None, None, None)
         bs = ctx.replicas[replica].block_size
-        if rid == request.id and bs in by_size:
+        if rid == request.id and bs in by_size and (self.in_pieces or isinstance(by_size[bs], list)):
             hashes, ov = by_size[bs], overlap[replica]
         else:
-            hashes, ov = self._hashes(request, ctx, bs), ctx.cached_blocks(replica, request)
+            ov = ctx.cached_blocks(replica, request)
+            hashes = self._segments(request, ctx, ctx.replicas)
+            if hashes is None:
+                hashes = self._hashes(request, ctx, bs)
         if request.id in self.active:
             self.released(request, self.active[request.id][0], ctx.time)
-        rc = self.rcs[replica]
-        holders = self.holders
-        bit = 1 << replica
-        for h in hashes:
-            c = rc.get(h, 0)
-            rc[h] = c + 1
-            if not c:
-                holders[h] = holders.get(h, 0) | bit
-        self.nblocks[replica] = len(rc)
+        if self.in_pieces:
+            self._use(replica, hashes, 1)
+        else:
+            rc = self.rcs[replica]
+            holders = self.holders
+            bit = 1 << replica
+            for h in hashes:
+                c = rc.get(h, 0)
+                rc[h] = c + 1
+                if not c:
+                    holders[h] = holders.get(h, 0) | bit
+            self.nblocks[replica] = len(rc)
         tokens = max(self._length(request, ctx) - int(ov) * bs, 0)
         self.ptok[replica] += tokens
         self.nreq[replica] += 1
+        self._key(replica)
         self.active[request.id] = (replica, hashes, tokens)
 
     def prefill_done(self, request, replica, time):
@@ -218,6 +484,7 @@ class KvCost(Router):
             return
         r, hashes, tokens = entry
         self.ptok[r] -= tokens
+        self._key(r)
         self.active[request.id] = (r, hashes, 0)
 
     def released(self, request, replica, time):
@@ -227,6 +494,9 @@ class KvCost(Router):
         r, hashes, tokens = entry
         self.ptok[r] -= tokens
         self.nreq[r] -= 1
+        if self.in_pieces:
+            self._use(r, hashes, -1)   # keys[r] updated there
+            return
         rc = self.rcs[r]
         holders = self.holders
         keep = ~(1 << r)
@@ -245,7 +515,7 @@ class KvCost(Router):
 
     # what a page may want to show
     def active_blocks(self, replica: int) -> int:
-        return len(self.rcs[replica])
+        return int(self.nblocks[replica])
 
     def active_prefill_tokens(self, replica: int) -> int:
         return int(self.ptok[replica])

@@ -96,10 +96,25 @@ class PrefixIndex:
     makes it the most recent), and hash -> servers (here a bitmask of them, so that a match
     walks the prompt's hashes once for every server)."""
 
+    MEMO_KEYS = 4096   # shared prefixes whose walk is kept at most (then the memo starts again empty)
+
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.lru: dict[int, OrderedDict] = {}
         self.servers: dict[int, int] = {}
+        # match_split's memo: prefix key -> its walk; hash -> the keys whose walk read it (dropped
+        # when the hash's servers change)
+        self.memo: dict = {}
+        self.watch: dict = {}
+
+    def _changed(self, hashes) -> None:
+        """These hashes' servers changed: the walks that read them are out of date."""
+        watch, memo = self.watch, self.memo
+        for h in hashes:
+            keys = watch.pop(h, None)
+            if keys is not None:
+                for k in keys:
+                    memo.pop(k, None)
 
     def add(self, hashes, server: int) -> None:
         lru = self.lru.get(server)
@@ -119,6 +134,7 @@ class PrefixIndex:
                 if len(lru) > cap:
                     evicted = True
                     old, _ = lru.popitem(last=False)
+                    new.append(old)   # its servers change too
                     m = servers.get(old, 0) & ~bit
                     if m:
                         servers[old] = m
@@ -128,23 +144,58 @@ class PrefixIndex:
         # only when its hash leaves the LRU), unless this add evicted it: then all of them
         for h in hashes if evicted else new:
             servers[h] = servers.get(h, 0) | bit
+        if self.watch and new:
+            self._changed(new)
 
     def match(self, hashes, n: int) -> list:
         """matchLongestPrefix: walk the hashes while some server holds one; each server holding
         a hash on the way gets one more (the source's count, not checked for gaps). Runs of
         hashes held by the same servers are counted together."""
         out = [0] * n
+        run_mask, run, _, _ = self._walk(hashes, out, 0, 0, n)
+        _add_bits(out, run_mask, run, n)
+        return out
+
+    def _walk(self, hashes, out: list, run_mask: int, run: int, n: int) -> tuple:
+        """match's walk from a run under way: (run mask, run, stopped, hashes read)."""
         servers = self.servers
-        run_mask, run = 0, 0
+        read = 0
         for h in hashes:
+            read += 1
             m = servers.get(h, 0)
             if not m:
-                break
+                return run_mask, run, True, read
             if m == run_mask:
                 run += 1
                 continue
             _add_bits(out, run_mask, run, n)
             run_mask, run = m, 1
+        return run_mask, run, False, read
+
+    def match_split(self, key, shared: list, own: list, n: int) -> list:
+        """match(shared + own, n), the walk over `shared` (a prefix many prompts share, named
+        by `key`) kept until a hash it read changes servers."""
+        if key is None:
+            return self.match(shared + own, n)
+        got = self.memo.get(key)
+        if got is None:
+            out = [0] * n
+            run_mask, run, stopped, read = self._walk(shared, out, 0, 0, n)
+            if len(self.memo) >= self.MEMO_KEYS:
+                self.memo.clear()
+                self.watch.clear()
+            got = self.memo[key] = (out, run_mask, run, stopped)
+            watch = self.watch
+            for h in shared[:read]:
+                w = watch.get(h)
+                if w is None:
+                    watch[h] = {key}
+                else:
+                    w.add(key)
+        base, run_mask, run, stopped = got
+        out = list(base)
+        if not stopped and own:
+            run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
         _add_bits(out, run_mask, run, n)
         return out
 
@@ -204,6 +255,14 @@ class Weighted(Router):
         self._pending = (None, None)
         self.everyone = tuple(range(self.n))
 
+    def split(self, request, ctx) -> tuple:
+        """(key, shared, own): the text's hashes as a prefix shared with other prompts (named by
+        key, None if none) and the rest, where the loop offers it; else (None, [], all)."""
+        made = getattr(ctx, "text_block_split", None)
+        if made is not None:
+            return made(request, self.block, self.max_blocks, self.model_hash)
+        return None, [], self.hashes(request, ctx)
+
     def hashes(self, request, ctx) -> list:
         made = getattr(ctx, "text_block_hashes", None)   # the loop's, from cached pieces of the prompt
         if made is not None:
@@ -225,26 +284,26 @@ class Weighted(Router):
         # per-replica formulas in the class text
         n = self.n
         reps = ctx.replicas
-        waiting = np.array(list(map(_WAITING, reps)))
-        lo, hi = waiting.min(), waiting.max()
-        if hi == lo:
-            queue = np.ones(n)
-        else:
-            queue = (hi - waiting) / float(hi - lo)
-        kv = 1.0 - np.array(list(map(_KV, reps)))
+        waiting = list(map(_WAITING, reps))
+        lo, hi = min(waiting), max(waiting)
+        total_blocks = 0
         if self.precise:
-            prefix = np.array(normalized_precise(ctx.cached_prefix(request)), dtype=np.float64)
+            third = normalized_precise(ctx.cached_prefix(request))
             detail = {}
         elif self.wp > 0:
-            hashes = self.hashes(request, ctx)
-            self._pending = (request.id, hashes)
-            total_blocks = len(hashes)
-            prefix = np.array(self.index.match(hashes, n), dtype=np.float64) / total_blocks if total_blocks \
-                else np.zeros(n)
+            key, shared, own = self.split(request, ctx)
+            self._pending = (request.id, (shared, own))
+            total_blocks = len(shared) + len(own)
+            third = self.index.match_split(key, shared, own, n) if total_blocks else [0] * n
             detail = {"prefix_blocks": total_blocks}
         else:
-            prefix = np.full(n, NAN)
+            third = [NAN] * n
             detail = {}
+        # one array of the three rows (whole numbers and their floats are the same values here)
+        rows = np.array((waiting, list(map(_KV, reps)), third), dtype=np.float64)
+        queue = np.ones(n) if hi == lo else (hi - rows[0]) / float(hi - lo)
+        kv = 1.0 - rows[1]
+        prefix = rows[2] / total_blocks if total_blocks else rows[2]
         wq, wk, wp = self.wq, self.wk, self.wp
         total = wq * queue + wk * kv
         if wp > 0:
@@ -265,7 +324,8 @@ class Weighted(Router):
             return
         rid, hashes = self._pending
         if rid != request.id:
-            hashes = self.hashes(request, ctx)
+            _, *hashes = self.split(request, ctx)
         self._pending = (None, None)
-        if hashes:
-            self.index.add(hashes, replica)
+        shared, own = hashes
+        if shared or own:
+            self.index.add(shared + own if own else shared, replica)
