@@ -13,9 +13,10 @@ import streamlit as st
 from figures.admission import lesson_table, littles_figure
 from sim.lessons import lesson
 from sim.lessons.admission import QueueSetup, curves, final_stats, rejections, slotted_run
+from sim.run_memory import run_bytes
 from ui import primer
 from ui.exports import export_panel
-from ui.runs import MAX_STEPS, run_trace
+from ui.runs import MAX_STEPS, RUN_MEMORY_BYTES, run_trace
 from ui.state import PageSettings, Setting
 
 ss = st.session_state
@@ -171,10 +172,15 @@ st.caption("The files hold the vLLM scheduler's run of these arrivals (FCFS, one
            "work, so the page keeps up with the sliders.")
 pick = st.selectbox("Run", list(setups), key="adm_export_run")
 chosen, needed = setups[pick], results[pick][3]
-if needed > MAX_STEPS:
-    st.info(f"The scheduler's run of {pick} takes {needed:,} steps to finish every request, more than the "
-            f"{MAX_STEPS:,} a run on the dashboard may take (its memory budget, ui.runs); fewer ticks or a queue "
-            "limit make it downloadable.",
+served = stats[pick]["arrived"] - stats[pick]["rejected"]
+# what the run's Trace would take (sim.run_memory): a token row per tick of service, a KV block
+# acquired and released per block_size tokens
+need = run_bytes(needed, served * chosen.service_ticks, 2 * served * (1 + chosen.service_ticks // 16),
+                 stats[pick]["arrived"])
+if needed > MAX_STEPS or need > RUN_MEMORY_BYTES:
+    st.info(f"The scheduler's run of {pick} takes {needed:,} steps to finish every request (about "
+            f"{need / 1e9:,.1f} GB of Trace), more than a run on the dashboard may take ({MAX_STEPS:,} steps, "
+            f"{RUN_MEMORY_BYTES / 1e9:,.0f} GB: ui.runs); fewer ticks or a queue limit make it downloadable.",
             icon=":material/info:")
 else:
     export_panel(lambda: run_trace(chosen.workload(), chosen.config(), "units"), "littles_law_" + pick.replace(" ", "_"),

@@ -54,13 +54,13 @@ def test_queue_limit_and_load_change_the_runs():
 
 
 def test_a_run_too_long_for_the_scheduler_still_draws_and_says_why_it_cannot_download():
-    """4,000 ticks at p = 1 into one slot of 1,000 ticks: the scheduler would need four million
-    steps (the last of 4,000 requests starts at step 3,999,001; past ui.runs.MAX_STEPS, which a
+    """20,000 ticks at p = 1 into one slot of 1,000 ticks: the scheduler would need twenty million
+    steps (the last of 20,000 requests starts at step 19,999,001; past ui.runs.MAX_STEPS, which a
     memory budget sets); the curves come from slotted_run all the same."""
-    at = page(adm_ticks="4000", adm_p="1.0", adm_slots="1", adm_service="1000", adm_limit="0")
+    at = page(adm_ticks="20000", adm_p="1.0", adm_slots="1", adm_service="1000", adm_limit="0")
     assert not at.error
     final = chart_specs(at)["adm_little"]["layout"]["meta"]["final"]
-    assert final["no limit"]["arrived"] == 4000 and final["no limit"]["rejected"] == 0
+    assert final["no limit"]["arrived"] == 20000 and final["no limit"]["rejected"] == 0
     info = " ".join(i.value for i in at.info)
-    assert "takes 4,000,000 steps to finish every request" in info, info
+    assert "takes 20,000,000 steps to finish every request" in info, info
     assert not [b for b in at.get("download_button") if b.key.startswith("adm_dl_")]   # the settings file still is
