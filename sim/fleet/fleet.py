@@ -302,9 +302,10 @@ class _OwnChain:
             if self._all is not None:
                 return self._all[0] if self._all else None
             bs, last, carry, ids = self.src
-            it = _chain_iter(carry + ids[:bs] if carry else ids[:bs], bs, last) if isinstance(ids, list) \
-                else _chain_iter_array(carry, ids[:bs], bs, last)
-            self._first = next(it, None)
+            need = bs - len(carry)
+            if len(ids) >= need:
+                first = ids[:need] if isinstance(ids, list) else ids[:need].tolist()
+                self._first = hash((last, tuple(carry + first if carry else first)))
         return self._first
 
     def all(self) -> list:
@@ -782,8 +783,10 @@ class RoutingLoop:
             else:
                 for i in idx.replicas:
                     out[i] = base[i]
-            if alive:
-                idx.walk(prompts.own_chain(req, bs), alive, depth, out)
+            if alive:   # the replicas holding all of it already read `depth`: go on only if one holds more
+                first = prompts.own(req, bs).first()
+                if first is not None and idx.holders.get(first, 0) & alive:
+                    idx.walk(prompts.own_chain(req, bs), alive, depth, out)
         return out if out is not None else [0] * len(self.backends)
 
     def _refresh(self, which) -> None:
