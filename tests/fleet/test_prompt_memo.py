@@ -15,6 +15,7 @@ import pytest
 from sim.cost import cost_from_preset
 from sim.fleet import FleetSettings, simulate_fleet
 from sim.fleet import fleet as fleet_mod
+from sim.fleet import prompts as prompts_mod
 from sim.fleet.fleet import _Prompts, chain_hashes, text_chain_hashes
 from sim.fleet.routers.dynamo import KvCost, block_hashes
 from sim.fleet.routers.llmd import NAN, PrefixIndex, Weighted, _KV, _WAITING, normalized_precise
@@ -157,8 +158,8 @@ def _no_caches(monkeypatch, clear_every_decision: bool) -> None:
             return real(self, req, target)
         monkeypatch.setattr(fleet_mod.RoutingLoop, "route", route)
     else:
-        monkeypatch.setattr(fleet_mod, "PREFIX_TREE_NODES", 0)
-        monkeypatch.setattr(fleet_mod, "OWN_BATCH", 1)
+        monkeypatch.setattr(prompts_mod, "PREFIX_TREE_NODES", 0)
+        monkeypatch.setattr(prompts_mod, "OWN_BATCH", 1)
         monkeypatch.setattr(wl_mod, "BLOCK_TOKENS", wl_mod._BlockTokens(0))
 
 

@@ -49,6 +49,7 @@ from itertools import compress
 import numpy as np
 
 from ..routing import Decision, Router, register_router
+from .kv_active import ActivePieces
 
 
 def block_hashes(tokens, block_size: int) -> list:
@@ -66,7 +67,7 @@ _NEVER = 1 << 200   # above any key
 
 
 @register_router("kv_cost")
-class KvCost(Router):
+class KvCost(ActivePieces, Router):
     defaults = {"prefill_load_scale": 1.0, "overlap_score_credit": 1.0, "router_temperature": 0.0,
                 "active_request_weight": 0.0}
     reads_prefix_cache = True
@@ -143,163 +144,6 @@ class KvCost(Router):
     REGISTRY = 1 << 21   # piece hashes kept at most (then the plain dicts)
 
     # -- in pieces ----------------------------------------------------------------------------
-    def _pieces_ok(self, segs) -> bool:
-        """Note segs' new pieces; False if a piece hash and an own hash could be the same."""
-        piece_len, reg = self.piece_len, self.registry
-        for pc in segs.pieces if segs.part is None else segs.pieces + [segs.part]:
-            k = pc[-1]
-            if k not in piece_len:
-                if not self.own_firsts.keys().isdisjoint(pc) or len(reg) + len(pc) > self.REGISTRY:
-                    return False
-                piece_len[k] = len(pc)
-                reg.update(pc)
-        return not segs.ntail or segs.first_tail() not in reg
-
-    def _to_plain(self) -> None:
-        """Go back to the plain per-hash dicts (the same counts), for good."""
-        self.in_pieces = False
-        rcs, holders = self.rcs, self.holders
-        for rid, (r, segs, tokens) in list(self.active.items()):
-            hashes = segs.hashes()
-            rc, bit = rcs[r], 1 << r
-            for h in hashes:
-                c = rc.get(h, 0)
-                rc[h] = c + 1
-                if not c:
-                    holders[h] = holders.get(h, 0) | bit
-            self.active[rid] = (r, hashes, tokens)
-        for r in range(self.n):
-            self.nblocks[r] = len(rcs[r])
-        self.bs = None   # keys are for the fast path in pieces only
-        self.full = self.part = self.tails = None
-        self.held, self.piece_len, self.registry, self.own_firsts = {}, {}, set(), {}
-
-    @staticmethod
-    def _union(group) -> int:
-        return group[0].ntail if len(group) == 1 else len(set().union(*(g.tail() for g in group)))
-
-    def _cover(self, r: int, k, length: int) -> int:
-        """How many of piece k's hashes are active on replica r (its first ones)."""
-        if self.full[r].get(k):
-            return length
-        pj = self.part[r].get(k)
-        return max(pj) if pj else 0
-
-    def _present_pieces(self, r: int, segs) -> int:
-        """_present for segs on replica r."""
-        full, part = self.full[r], self.part[r]
-        acc = 0
-        for pc in segs.pieces:
-            k = pc[-1]
-            if full.get(k):
-                acc += len(pc)
-                continue
-            pj = part.get(k)
-            return acc + max(pj) if pj else acc
-        if segs.part is not None:
-            return acc + min(self._cover(r, segs.part[-1], len(segs.part)), segs.j)
-        if segs.ntail:
-            group = self.tails[r].get(segs.first_tail())
-            if group:
-                have = set().union(*(g.tail() for g in group))
-                for h in segs.tail():
-                    if h not in have:
-                        break
-                    acc += 1
-        return acc
-
-    def _mark(self, k, bit: int, on: bool) -> None:
-        held = self.held
-        if on:
-            held[k] = held.get(k, 0) | bit
-        else:
-            m = held[k] & ~bit
-            if m:
-                held[k] = m
-            else:
-                del held[k]
-
-    def _use_part(self, r: int, segs, step: int) -> int:
-        """segs' part of a cut block now used (step 1) or no longer (-1) on replica r: how many
-        more of the piece's hashes are active there."""
-        part = self.part[r]
-        k, j, length = segs.part[-1], segs.j, len(segs.part)
-        before = self._cover(r, k, length)
-        pj = part.get(k)
-        if pj is None:
-            pj = part[k] = {}
-        c = pj.get(j, 0) + step
-        if c:
-            pj[j] = c
-        else:
-            del pj[j]
-            if not pj:
-                del part[k]
-        after = self._cover(r, k, length)
-        if (before == 0) != (after == 0):
-            self._mark(k, 1 << r, bool(after))
-        return after - before
-
-    def _use(self, r: int, segs, step: int) -> None:
-        """segs' hashes now active on replica r (step 1: dispatched) or no longer (-1: released)."""
-        full, bit = self.full[r], 1 << r
-        nb = 0   # how many more of r's blocks are active
-        for pc in segs.pieces:
-            k = pc[-1]
-            c = full.get(k, 0) + step
-            if c:
-                full[k] = c
-            else:
-                del full[k]
-            if c == (1 if step > 0 else 0):   # its first whole use came, or its last went
-                pj = self.part[r].get(k)
-                partial = max(pj) if pj else 0
-                nb += step * (len(pc) - partial)
-                if not partial:
-                    self._mark(k, bit, step > 0)
-        if segs.part is not None:
-            nb += self._use_part(r, segs, step)
-        if segs.ntail:
-            t1 = segs.first_tail()
-            tails = self.tails[r]
-            group = tails.get(t1)
-            before = self._union(group) if group else 0
-            if step > 0:
-                if group is None:
-                    group = tails[t1] = []
-                group.append(segs)
-            else:
-                del group[next(i for i, g in enumerate(group) if g is segs)]
-                if not group:
-                    del tails[t1]
-            after = self._union(group) if group else 0
-            nb += after - before
-            if (before == 0) != (after == 0):
-                self._mark(t1, bit, bool(after))
-            c = self.own_firsts.get(t1, 0) + step
-            if c:
-                self.own_firsts[t1] = c
-            else:
-                del self.own_firsts[t1]
-        self.nblocks[r] += nb
-        self._key(r)
-
-    def _segments(self, request, ctx, reps):
-        """The prompt in pieces, or None (then the plain dicts, for good)."""
-        if self.in_pieces is None:
-            self.in_pieces = getattr(ctx, "prompt_segments", None) is not None and len(self._block_sizes(reps)) == 1
-            if self.in_pieces:
-                self.bs = reps[0].block_size
-                for r in range(self.n):
-                    self._key(r)
-        if not self.in_pieces:
-            return None
-        segs = ctx.prompt_segments(request, reps[0].block_size)
-        if not self._pieces_ok(segs):
-            self._to_plain()
-            return None
-        return segs
-
     def _key(self, r: int) -> None:
         """keys[r] after ptok[r] or nblocks[r] changed."""
         if self.bs is not None:
