@@ -38,9 +38,11 @@ def kv_pressure(seed: int = 3, n: int = 10, prefix: str = "kv", gap_ms: float = 
     """Long prompts and long outputs sent together: more KV than a small pool holds, so
     running requests are preempted and recomputed. The gap is small next to any step: spread
     out (40 ms once), a fast machine's 1-ms steps finished each request before the next came
-    and nothing was preempted."""
+    and nothing was preempted. The outputs are long (200-480 tokens) for the same reason: on a
+    quiet machine the server took in these requests ~100 steps apart although they were sent
+    2 ms apart, and outputs of 60-160 tokens then overlapped too little to fill the pool."""
     rng = random.Random(seed)
-    return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(150, 350)), "max_tokens": rng.randint(60, 160),
+    return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(150, 350)), "max_tokens": rng.randint(200, 480),
              "at_ms": gap_ms * i} for i in range(n)]
 
 
