@@ -11,7 +11,6 @@ import streamlit as st
 
 from figures.playback import inspector_tables, kv_map_figure, occupancy_figure, step_tokens_figure
 from sim.cost import COST_PRESETS
-from sim.metrics import per_request, summary
 from sim.policies import POLICIES
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, PREEMPTION_MODES, SchedulerConfig
 from sim.simulate import oracle_jsonl, scheduler_names
@@ -20,7 +19,7 @@ from sim.workload import Workload, effective_config
 from ui import primer, vllm_mode
 from ui.exports import export_panel
 from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
-from ui.runs import run_key, run_trace
+from ui.runs import run_key, run_trace, whole_numbers
 from ui.scrub import step_scrubber
 from ui.slo import SLOInputs
 from ui.state import PageSettings, Setting
@@ -149,15 +148,8 @@ except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported
     primer.stop()
 
 
-@st.cache_resource(max_entries=16, show_spinner="Adding up the run's numbers…")
-def run_numbers(run_id: str, _trace: Trace) -> tuple[dict, object]:
-    """The whole run's metrics and per-request table, once per run (a long run's window moves
-    without computing them again; shared, not copied: a million requests' table is read only)."""
-    return summary(_trace), per_request(_trace)
-
-
 run_id = run_key(workload, config, cost_key)
-m, per_req = run_numbers(run_id, trace)
+m, per_req = whole_numbers(run_id, trace)   # once per run: a long run's window moves without them
 unit = trace.time_unit
 st.caption(f"Scheduling: {vllm_mode.describe(trace)}.")
 cols = st.columns(7)

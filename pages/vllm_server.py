@@ -22,7 +22,6 @@ from servers.vllm.compare import decisions, predict, step_predictions
 from servers.vllm.live import REFIT_FACTOR, LiveRecording, one_id_set
 from servers.vllm.recording import is_async, mode_config, oracle_lines, read_recording, to_trace, to_workload
 from sim.jsonout import dumps_strict
-from sim.metrics import per_request, summary
 from sim.overview import overview
 from sim.trace import Trace
 from sim.window import step_range, window
@@ -30,6 +29,7 @@ from sim.versions import NEWEST, rules as version_rules
 from ui import data_dir, primer
 from ui.exports import export_panel
 from ui.labels import fmt, plain, short_name
+from ui.runs import whole_numbers
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
 from ui.tables import capped_table
@@ -414,13 +414,7 @@ if info["warnings"]:
 
 
 
-@st.cache_resource(max_entries=6, show_spinner="Adding up the recording's numbers…")
-def numbers(key: str, _trace: Trace) -> tuple[dict, object]:
-    """The whole recording's metrics and per-request table, once per recording (shared; read only)."""
-    return summary(_trace), per_request(_trace)
-
-
-m, per_req = numbers(key, trace)
+m, per_req = whole_numbers(key, trace)
 cols = st.columns(6)
 cols[0].metric("Steps", fmt(m["steps"]), help="schedule() calls that the engine followed with a model step.")
 cols[1].metric("Requests", fmt(m["requests"]))

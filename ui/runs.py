@@ -25,6 +25,7 @@ from typing import Callable
 import streamlit as st
 
 from sim.cost import cost_from_preset
+from sim.metrics import per_request, summary
 from sim.run_memory import steps_within
 from sim.simulate import simulate
 from sim.trace import Trace
@@ -169,6 +170,13 @@ def _simulate(workload: Workload, config: dict, cost_key: str) -> Trace:
                             progress=bar, max_batch_rows=MAX_BATCH_ROWS, max_memory=RUN_MEMORY_BYTES)
     finally:
         bar.close()
+
+
+@st.cache_resource(max_entries=16, show_spinner="Adding up the whole run's numbers…")
+def whole_numbers(key: str, _trace: Trace) -> tuple[dict, object]:
+    """A run's (or a recording's) metrics and per-request table, once per `key` naming it: a long
+    run's window moves without computing them again. Shared, not copied (the pages read them)."""
+    return summary(_trace), per_request(_trace)
 
 
 def run_trace(workload: Workload, config: dict, cost_key: str) -> Trace:
