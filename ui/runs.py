@@ -64,8 +64,8 @@ def _key(workload: Workload, config: dict, cost_key: str) -> str:
 
 
 class ProgressBar:
-    """progress(done, total) for a simulation: a bar drawn on the first call (inside a cached
-    function, so a cache hit replays it), redrawn when the whole percent changes, gone on close()."""
+    """progress(done, total) for a simulation: a bar drawn on the first call, redrawn when the
+    whole percent changes, gone on close() (a kept run draws none: it is not simulated again)."""
 
     def __init__(self, what: str):
         self.what, self.bar, self.shown = what, None, -1
