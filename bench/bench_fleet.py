@@ -191,6 +191,7 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int, cpu: 
     from sim.cost import cost_from_preset
     from sim.fleet import FleetSettings, simulate_fleet
     from sim.fleet import fleet as fleet_mod
+    from sim.fleet import prompts as prompts_mod   # where the routing loop's prompt pieces are made
     from sim.fleet.prefix_index import FleetPrefixIndex
     from sim.fleet.replica import SimReplica
     from sim.fleet.routing import Router
@@ -207,7 +208,7 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int, cpu: 
         saved_loop = {"advance": SimReplica.advance, "loop": fleet_mod.RoutingLoop.route,
                       "watcher": FleetPrefixIndex.watcher}
         made = {k: getattr(fleet_mod._Prompts, k) for k in PROMPT_PARTS if hasattr(fleet_mod._Prompts, k)}
-        own_ids = {k: getattr(fleet_mod, k) for k in OWN_IDS if hasattr(fleet_mod, k)}
+        own_ids = {k: getattr(prompts_mod, k) for k in OWN_IDS if hasattr(prompts_mod, k)}
         inside = [0]   # router calls under way: one called inside another (released inside route) counts once
 
         def timed_callback(k, f):
@@ -272,7 +273,7 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int, cpu: 
         for k, f in made.items():
             setattr(fleet_mod._Prompts, k, timed_prompt(f))
         for k, f in own_ids.items():
-            setattr(fleet_mod, k, timed_prompt(f, "own_ids"))
+            setattr(prompts_mod, k, timed_prompt(f, "own_ids"))
         t0, cpu0 = wall_clock(), time.process_time()
         try:
             simulate_fleet(wl, FleetSettings(replicas=replicas, router=name, record_scores=False),
@@ -288,7 +289,7 @@ def bench_router(routers, replicas: int, n: int, rate: float, groups: int, cpu: 
             for k, f in made.items():
                 setattr(fleet_mod._Prompts, k, f)
             for k, f in own_ids.items():
-                setattr(fleet_mod, k, f)
+                setattr(prompts_mod, k, f)
         wall = wall_clock() - t0
         share = (time.process_time() - cpu0) / wall
         per = {k: 1e6 * getattr(c, k) / n for k in CALLBACKS + ("loop", "prompts", "own_ids", "events")}
