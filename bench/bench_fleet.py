@@ -4,6 +4,7 @@ costs, and a router grid through `python -m sim search`.
   python bench/bench_fleet.py --only scale            # 4, 16, 64, 256 replicas x 100,000 requests
   python bench/bench_fleet.py --only router           # µs per decision of every router at 64 replicas
   python bench/bench_fleet.py --only router --router-clock cpu   # the same in CPU µs (a shared machine)
+  python bench/bench_fleet.py --only router-alone     # each router's calls replayed outside the run (bench/router_alone.py)
   python bench/bench_fleet.py --only grid             # replicas x 4 routers, --workers 2 and local Ray
   python bench/bench_fleet.py --only real             # against the real fleets (bench/fleet_real.py)
   python bench/bench_fleet.py --only grid --grid-requests 100000 --grid-replicas 2,4,6,8,10,12,14,16
@@ -433,6 +434,16 @@ def main() -> None:
         routers = args.routers.split(",") if args.routers else router_names()
         bench_router(routers, args.router_replicas, args.router_requests, args.rate, args.groups,
                      cpu=args.router_clock == "cpu")
+    if "router-alone" in only:
+        from time import thread_time
+
+        from router_alone import bench_router_alone
+        from sim.cost import cost_from_preset
+        from sim.fleet import router_names
+        routers = args.routers.split(",") if args.routers else router_names()
+        wl = fleet_workload(args.router_replicas, args.router_requests, args.rate, args.groups)
+        bench_router_alone(routers, args.router_replicas, args.router_requests, wl, cost_from_preset(COST),
+                           _clock_cost(thread_time), load)
     if "profile" in only:
         bench_profile(args.profile_replicas, args.profile_requests, args.router, args.rate, args.groups)
     if "real" in only:   # the real fleets recorded here (bench/fleet_real.py)

@@ -28,6 +28,7 @@ from typing import Callable
 import pandas as pd
 
 from ..cost import UnitsCost
+from ..gc_passes import fewer_gc_passes
 from ..simulate import max_model_len_for, resolve_config
 from ..workload import Workload
 from .prefix_index import FleetPrefixIndex
@@ -461,9 +462,10 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
     loop = RoutingLoop(backends, s, router)
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
     loop.prompts.plan([reqs[i] for i in order])
-    for i in order:
-        loop.route(reqs[i])
-    loop.finish()
+    with fewer_gc_passes():
+        for i in order:
+            loop.route(reqs[i])
+        loop.finish()
     if progress is not None:
         progress(len(reqs), len(reqs))
     meta_base = {"source": "simulator", "time_unit": cost.time_unit,

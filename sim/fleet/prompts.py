@@ -109,7 +109,7 @@ class _Prefix:
         self.chains: dict = {}        # block size -> (hashes ending here, last hash, tokens left over)
         self.text_chains: dict = {}   # (block bytes, max blocks, seed) -> (hashes, last, bytes left, count)
         self._tokens = self._text = self._array = None
-        self.fulls = None             # block size (or text rule) -> the hashes of the whole path (where asked)
+        self.fulls = None             # block size, text rule or "ids" -> the whole path's hashes or ids (where asked)
         self.segs = None              # block size -> (the path's pieces that hold a hash, their length in all)
 
     def path(self) -> list:
@@ -135,6 +135,19 @@ class _Prefix:
         if self._array is None:
             self._array = array("I", self.tokens())
         return self._array
+
+    def full_array(self):
+        """The ids of the whole prefix as one array('I') (kept on this node only: the nodes
+        requests end at; do not change it)."""
+        fulls = self.fulls
+        if fulls is None:
+            fulls = self.fulls = {}
+        f = fulls.get("ids")
+        if f is None:
+            f = fulls["ids"] = array("I")
+            for n in self.path():
+                f += n.array()
+        return f
 
     def chain(self, block_size: int) -> tuple:
         """(hashes of the blocks ending in this prompt block, the chain's last hash, the tokens
@@ -383,7 +396,7 @@ class _Prompts:
         return (req.id, start, n) if start < n else None
 
     def _own(self, req, start: int, end: int):
-        """The request's own ids past its blocks: a uint32 array made ahead with the next
+        """The request's own ids past its blocks: an array('I') made ahead with the next
         OWN_BATCH planned requests' (one numpy pass), or a list made now for a request not planned."""
         i = self.where.get(id(req))
         if i is None or self.order[i] is not req:
@@ -397,7 +410,9 @@ class _Prompts:
                     idx.append(j)
                     spans.append(sp)
             flat, lens = own_prompt_tokens_flat(spans)
-            flat = flat.astype(np.uint32)   # ids < VOCAB_SIZE: the same values, 4 bytes each as array('I')
+            # ids < VOCAB_SIZE: the same values, 4 bytes each in an array('I'), whose slices a
+            # token-keyed tree takes as they are (numpy's would be copied into one first)
+            flat = array("I", flat.astype(np.uint32).tobytes())
             ahead, at = {}, 0
             for j, k in zip(idx, lens):
                 ahead[j] = flat[at:at + k]
@@ -552,14 +567,9 @@ class _Prompts:
             if p is None:
                 return array("I", self.token_ids(req))
             node, _, rest = p
-            out = array("I")
-            for n in node.path():
-                out += n.array()
-            if isinstance(rest, list):
-                out += array("I", rest)
-            elif len(rest):
-                out.frombytes(rest.tobytes())   # uint32, native order: what array('I') holds
-            return out
+            if not len(rest):
+                return node.full_array()[:]
+            return node.full_array() + (rest if isinstance(rest, array) else array("I", rest))
         except (OverflowError, TypeError):
             return None
 

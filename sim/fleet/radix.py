@@ -71,6 +71,7 @@ class RadixTree:
         self.root = Node(empty, None, {}, None)
         self.size: dict = {}                    # tenant -> elements held (tokens or characters)
         self.epoch = 0                          # the sources' global counter for LRU stamps
+        self.version = 0                        # bumped by every change of shape or tenants (insert_walked's check)
 
     def _tick(self) -> int:
         e = self.epoch
@@ -83,40 +84,40 @@ class RadixTree:
         self.size.setdefault(tenant, 0)
 
     def insert(self, key, tenant) -> None:
+        self.insert_walked(key, tenant, self.match(key))
+
+    def insert_walked(self, key, tenant, walk) -> None:
+        """Insert key for tenant, given what match(key) returned while the tree was as it is now
+        (the same version; cache_aware's route matched it): the nodes the walk reached get the
+        tenant, an edge it stopped inside is split there, and the rest of the key is a new leaf.
+        Every node it passes gets stamp 0, the node where the key ends a fresh one."""
+        self.version += 1
         root = self.root
         root.tenants.setdefault(tenant, 0)
         size = self.size
         size.setdefault(tenant, 0)
         node = root
         pos = 0
-        n = len(key)
-        while pos < n:
-            first = key[pos]
-            child = node.children.get(first)
-            if child is None:
-                leaf = Node(key[pos:], node, {tenant: self._tick()}, tenant)
-                node.children[first] = leaf
-                size[tenant] += n - pos
-                return
+        for child, depth in walk[2]:
             label = child.label
-            ll = len(label)
-            shared = ll if key[pos:pos + ll] == label else shared_prefix_len(key, pos, label)
-            if shared < ll:
+            shared = depth - pos
+            if shared < len(label):   # the walk stopped inside this edge: split it there
                 mid = Node(label[:shared], node, dict(child.tenants), child.last_tenant)
                 child.label = label[shared:]
                 child.parent = mid
                 mid.children[child.label[0]] = child
-                node.children[first] = mid
-                if tenant not in mid.tenants:
-                    size[tenant] += shared
-                    mid.tenants[tenant] = 0
-                node = mid
-            else:
-                if tenant not in child.tenants:
-                    size[tenant] += ll
-                    child.tenants[tenant] = 0
-                node = child
-            pos += shared
+                node.children[label[0]] = mid
+                child = mid
+            if tenant not in child.tenants:
+                size[tenant] += shared
+                child.tenants[tenant] = 0
+            node = child
+            pos = depth
+        n = len(key)
+        if pos < n:
+            node.children[key[pos]] = Node(key[pos:], node, {tenant: self._tick()}, tenant)
+            size[tenant] += n - pos
+            return
         node.tenants[tenant] = self._tick()
 
     def match(self, key):
@@ -190,6 +191,7 @@ class RadixTree:
                     heap.append((stamp, seq, t, node))
                     seq += 1
         heapq.heapify(heap)
+        self.version += 1
         removed = 0
         while heap:
             _, _, t, node = heapq.heappop(heap)
@@ -213,6 +215,7 @@ class RadixTree:
 
     def remove_tenant(self, tenant) -> None:
         """Drop a tenant everywhere (a worker removed)."""
+        self.version += 1
         stack = [self.root]
         while stack:
             node = stack.pop()

@@ -96,7 +96,7 @@ class CacheAware(Router):
             self.tree.add_tenant(i)      # init_workers: insert("", worker) for each worker
         self.next_eviction = self.interval if self.interval > 0 else float("inf")
         self.evictions = 0
-        self._pending = (None, None)    # (request id, key) from route, for dispatched
+        self._pending = (None, None, None, None)   # (request id, key, its walk, tree version) from route
         self.everyone = tuple(range(self.n))
 
     def key_of(self, request, ctx):
@@ -125,11 +125,12 @@ class CacheAware(Router):
         n = self.n
         tree = self.tree
         key = self.key_of(request, ctx)
-        self._pending = (request.id, key)
         loads = ctx.in_flight
         lo, hi = min(loads), max(loads)
         plen = len(key)
-        matched, node, path = tree.match(key)
+        walk = tree.match(key)
+        matched, node, path = walk
+        self._pending = (request.id, key, walk, tree.version)
         scores = {"matched": tree.matched_per_tenant(path, n), "in_flight": list(map(float, loads))} \
             if ctx.record_scores else {}
         rate = matched / plen if plen else 0.0
@@ -139,7 +140,9 @@ class CacheAware(Router):
             return Decision(loads.index(lo), "load_imbalance", everyone, scores, detail)
         owner = tree.owner(node)          # the sources' tenant pick (and its 1-in-8 stamp refresh)
         if rate > self.threshold and owner is not None:
-            owners = tuple(t for t in node.tenants if t < n)
+            owners = tuple(node.tenants)   # replicas only (tenants are replica indexes), bar a stray one
+            if owners and max(owners) >= n:
+                owners = tuple(t for t in owners if t < n)
             detail["owners"] = owners
             if self.owner_least_loaded and len(owners) > 1:
                 owner = least_loaded(loads, sorted(owners))
@@ -148,8 +151,9 @@ class CacheAware(Router):
         return Decision(loads.index(lo), "prefix_miss", everyone, scores, detail)
 
     def dispatched(self, request, replica, ctx):
-        rid, key = self._pending
-        if rid != request.id or key is None:
-            key = self.key_of(request, ctx)
-        self._pending = (None, None)
-        self.tree.insert(key, replica)
+        rid, key, walk, version = self._pending
+        self._pending = (None, None, None, None)
+        if rid == request.id and version == self.tree.version:   # route's walk still holds: not walked again
+            self.tree.insert_walked(key, replica, walk)
+            return
+        self.tree.insert(key if rid == request.id else self.key_of(request, ctx), replica)

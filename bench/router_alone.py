@@ -1,0 +1,222 @@
+"""A router's cost alone: its calls replayed outside the simulation (bench_fleet.py --only router-alone).
+
+Inside a fleet run (bench_fleet.py --only router) each decision comes after the replicas'
+steps, which leave the CPU's caches full of their own data; a real router runs in a process of
+its own. Here the router's calls are replayed, in the run's order, on a fresh router that
+reads what it read in the run, so that only the router's own work is timed:
+
+1. Record: the fleet is run as usual (Digest, no scores kept), and every call the loop makes
+   to the router is logged in order (route, dispatched, released, prefill_done), with what a
+   decision reads of the fleet: the time, the in-flight counts, a copy of every replica's view,
+   the answers of ctx.cached_blocks, and the KV events that the fleet-wide prefix index took in
+   between two calls.
+2. Replay: a fresh router of the same settings and seed, a fresh prompt cache (_Prompts) and a
+   fresh prefix index fed the same KV events (not timed: they are the indexer's upkeep); each
+   call is timed by the thread's CPU clock (the clock's own cost taken out). What the router
+   makes of the prompt (ids, hashes, text) and its queries of the prefix index are in the
+   figure, as they are in the run's. The replay's picks must equal the run's, request for
+   request, or no figure is given.
+A router that reads the replicas it draws (power_of_two: lazy views, each replica run up to a
+decision when it is read) is not replayed.
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import time
+from types import SimpleNamespace
+
+CALLS = ("route", "dispatched", "released", "prefill_done")
+
+
+class _Log:
+    def __init__(self):
+        self.events: list = []   # ("route", req, t, in_flight, views) | (call, req, replica, time) | ("kv", i, h, present)
+        self.blocks: list = []   # ctx.cached_blocks' answers to the router, in order
+        self.prefix: list = []   # ctx.cached_prefix's, where the loop has no prefix index to replay
+        self.inside = False
+        self.nested = False
+
+
+def _record(name: str, wl, replicas: int, cost):
+    """Run the fleet, logging the router's calls; (the log, the run's picks)."""
+    from sim.fleet import FleetSettings, simulate_fleet
+    from sim.fleet import fleet as fleet_mod
+    from sim.fleet.prefix_index import FleetPrefixIndex
+    from sim.fleet.routers import make_router
+    from sim.fleet.routing import Router
+
+    log = _Log()
+    cls = type(make_router(name, replicas))
+    saved = {k: cls.__dict__.get(k) for k in CALLS}
+    saved_watcher, saved_init = FleetPrefixIndex.watcher, fleet_mod.RoutingLoop.__init__
+    lazy = [False]
+
+    def wrap(k):
+        f = getattr(cls, k)
+
+        def logged(self, *a):
+            if k == "route":
+                req, ctx = a
+                views = None if lazy[0] else [copy.copy(v) for v in ctx.replicas]
+                log.events.append(("route", req, ctx.time, list(ctx.in_flight), views))
+                log.inside = True
+                try:
+                    return f(self, *a)
+                finally:
+                    log.inside = False
+            if log.inside:
+                log.nested = True   # a response ended inside route: lazy views
+            log.events.append((k, a[0], a[1], a[2] if k != "dispatched" else None))
+            return f(self, *a)
+        return logged
+
+    def watcher(self, replica, _f=saved_watcher):
+        changed = _f(self, replica)
+
+        def logged(h, present):
+            log.events.append(("kv", replica, h, present))
+            changed(h, present)
+        return logged
+
+    def init(self, backends, settings, router, _f=saved_init):
+        _f(self, backends, settings, router)
+        lazy[0] = log.nested = bool(self.lazy)   # its views run the replicas when read: not replayed
+        ctx = self.ctx
+        blocks, prefix = ctx.cached_blocks, ctx.cached_prefix
+
+        def cached_blocks(i, req):
+            got = blocks(i, req)
+            log.blocks.append(got)
+            return got
+        ctx.cached_blocks = cached_blocks
+        if self.indexes is None:
+            def cached_prefix(req):
+                got = prefix(req)
+                log.prefix.append(list(got))
+                return got
+            ctx.cached_prefix = cached_prefix
+
+    for k in CALLS:
+        if getattr(cls, k) is not getattr(Router, k):
+            setattr(cls, k, wrap(k))
+    FleetPrefixIndex.watcher, fleet_mod.RoutingLoop.__init__ = watcher, init
+    try:
+        fleet = simulate_fleet(wl, FleetSettings(replicas=replicas, router=name, record_scores=False),
+                               cost=cost, digest=True)
+    finally:
+        for k, f in saved.items():
+            if f is None:
+                if k in cls.__dict__:
+                    delattr(cls, k)
+            else:
+                setattr(cls, k, f)
+        FleetPrefixIndex.watcher, fleet_mod.RoutingLoop.__init__ = saved_watcher, saved_init
+    return log, fleet.routes["replica"].tolist()
+
+
+def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: dict) -> tuple:
+    """Replay the log on a fresh router; (CPU seconds per call kind, picks)."""
+    from sim.fleet import FleetSettings
+    from sim.fleet.fleet import RoutingLoop, timed_requests
+    from sim.fleet.prefix_index import FleetPrefixIndex
+    from sim.fleet.prompts import _Prompts
+    from sim.fleet.routers import make_router
+    from sim.fleet.routing import RouterContext
+
+    s = FleetSettings(replicas=replicas, router=name, record_scores=False).check()
+    router = make_router(s.router, s.replicas, s.router_config, s.seed)
+    prompts = _Prompts()
+    reqs, _ = timed_requests(wl, None)
+    order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
+    prompts.plan([reqs[i] for i in order])
+    views = list(next(e for e in log.events if e[0] == "route")[4])
+    blocks, prefix = iter(log.blocks), iter(log.prefix)
+    ctx = RouterContext(0.0, views, lambda i, req: next(blocks), prompts.token_ids, prompts.text,
+                        in_flight=[0] * replicas, record_scores=False)
+    ctx.block_hashes = prompts.chain
+    ctx.prompt_length = prompts.length
+    ctx.prompt_token_array = prompts.token_array
+    ctx.text_block_hashes = prompts.text_chain
+    ctx.text_block_split = prompts.text_split
+    ctx.prompt_segments = prompts.segments
+    groups = groups if router.reads_prefix_cache else {}
+    indexes = {bs: FleetPrefixIndex(members, replicas) for bs, members in groups.items()}
+    watchers = {i: idx.watcher(i) for idx in indexes.values() for i in idx.replicas}
+    if indexes:
+        shim = SimpleNamespace(prompts=prompts, indexes=indexes, backends=[None] * replicas)
+        ctx.cached_prefix = lambda req: RoutingLoop._cached_prefix(shim, req)
+    else:
+        ctx.cached_prefix = lambda req: next(prefix)
+    spent = dict.fromkeys(CALLS, 0.0)
+    picks = []
+    clock = time.thread_time
+    route, dispatched, released, prefill_done = (getattr(router, k) for k in CALLS)
+    for e in log.events:
+        kind = e[0]
+        if kind == "kv":
+            w = watchers.get(e[1])
+            if w is not None:
+                w(e[2], e[3])
+            continue
+        if kind == "route":
+            _, req, t, in_flight, vs = e
+            ctx.time, ctx._in_flight = t, in_flight
+            if vs is not None:
+                views[:] = vs
+            prompts.reset(req)
+            t0 = clock()
+            d = route(req, ctx)
+            spent["route"] += clock() - t0 - clock_cost
+            picks.append(d.replica)
+            continue
+        _, req, replica, when = e
+        if kind == "dispatched":
+            t0 = clock()
+            dispatched(req, replica, ctx)
+            spent["dispatched"] += clock() - t0 - clock_cost
+        else:
+            f = released if kind == "released" else prefill_done
+            t0 = clock()
+            f(req, replica, when)
+            spent[kind] += clock() - t0 - clock_cost
+    return spent, picks
+
+
+def bench_router_alone(routers, replicas: int, n: int, wl, cost, clock_cost: float, load) -> dict:
+    """Each router's calls, recorded in a run and replayed alone; prints µs a request."""
+    from sim.fleet import FleetSettings
+    from sim.fleet.fleet import replica_configs
+    from sim.gc_passes import fewer_gc_passes
+
+    s = FleetSettings(replicas=replicas).check()
+    cfgs = replica_configs(wl, s, None)
+    groups: dict = {}
+    for i, (cfg, _, _) in enumerate(cfgs):
+        if cfg.enable_prefix_caching:
+            groups.setdefault(cfg.block_size, []).append(i)
+    print(f"-- router cost alone: {replicas} replicas x {n:,} requests, each router's calls replayed outside "
+          f"the run (CPU clock, {1e6 * clock_cost:.2f} µs a call of the clock's own taken out); {load()}",
+          flush=True)
+    out = {}
+    for name in routers:
+        log, run_picks = _record(name, wl, replicas, cost)
+        if log.nested:
+            print(f"{name:>16}: not replayed (it reads the replicas it draws: they are run up to a decision inside it)",
+                  flush=True)
+            continue
+        gc.collect()
+        with fewer_gc_passes():   # as the run has them: the log's heap would otherwise be walked again and again
+            spent, picks = _replay(name, wl, replicas, log, clock_cost, groups)
+        del log
+        if picks != run_picks:
+            print(f"{name:>16}: the replay's picks differ from the run's ({sum(a != b for a, b in zip(picks, run_picks))}"
+                  f" of {len(picks)}): no figure", flush=True)
+            continue
+        per = {k: 1e6 * v / n for k, v in spent.items()}
+        per["decision"] = sum(per[k] for k in CALLS)
+        print(f"{name:>16}: route {per['route']:6.1f} + dispatched {per['dispatched']:5.1f} + released/prefill_done "
+              f"{per['released'] + per['prefill_done']:5.1f} = {per['decision']:6.1f} CPU µs a request "
+              f"(picks equal to the run's; {load()})", flush=True)
+        out[name] = per
+    return out
