@@ -19,9 +19,8 @@ Sources read:
 from __future__ import annotations
 
 from collections import OrderedDict
-from operator import attrgetter
-
-import numpy as np
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq
 
 from ..routing import Decision, Router, register_router
 
@@ -93,19 +92,38 @@ class PrecisePrefix(Router):
 class PrefixIndex:
     """GIE's approximate prefix index (`multi/prefix/indexer.go`): per server an LRU of block
     hashes of what was routed to it (capacity `lru_capacity` entries; adding a hash it holds
-    makes it the most recent), and hash -> servers (here a bitmask of them, so that a match
-    walks the prompt's hashes once for every server)."""
+    makes it the most recent; hashicorp golang-lru's `Add`, one hash at a time), and hash ->
+    servers (here a bitmask of them, so that a match walks the prompt's hashes once for every
+    server).
+
+    A server's LRU is kept in one of two ways. Until an add could evict from it: its adds in
+    order (`log`; a hash's place in the LRU is its last add) and how many hashes it holds
+    (`size`; which it holds are its bits in `servers`), so that an add reads only the hashes
+    the server may not hold. From then on: an OrderedDict walked hash by hash (`full`)."""
 
     MEMO_KEYS = 4096   # shared prefixes whose walk is kept at most (then the memo starts again empty)
+    LOG_SLACK = 32     # hashes logged per hash held (past LOG_MIN) before a log is squeezed to one entry each
+    LOG_MIN = 65536
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.lru: dict[int, OrderedDict] = {}
         self.servers: dict[int, int] = {}
+        self.log: dict[int, list] = {}     # server -> [(shared, own), ...], oldest first
+        self.size: dict[int, int] = {}
+        self.logged: dict[int, int] = {}   # hashes in a server's log
+        self.given: dict[int, set] = {}    # server -> keys of shared prefixes it holds whole
+        self.full: dict[int, OrderedDict] = {}
         # match_split's memo: prefix key -> its walk; hash -> the keys whose walk read it (dropped
         # when the hash's servers change)
         self.memo: dict = {}
         self.watch: dict = {}
+
+    @property
+    def lru(self) -> dict[int, OrderedDict]:
+        """Every server's LRU, oldest first."""
+        out = {s: _ordered(log) for s, log in self.log.items()}
+        out.update(self.full)
+        return out
 
     def _changed(self, hashes) -> None:
         """These hashes' servers changed: the walks that read them are out of date."""
@@ -117,9 +135,57 @@ class PrefixIndex:
                     memo.pop(k, None)
 
     def add(self, hashes, server: int) -> None:
-        lru = self.lru.get(server)
-        if lru is None:
-            lru = self.lru[server] = OrderedDict()
+        self.add_split(None, (), hashes, server)
+
+    def add_split(self, key, shared, own, server: int) -> None:
+        """add(shared + own, server), `shared` the prefix named by `key` (None: no name). The
+        lists are kept, not copied: they must not change."""
+        if server not in self.full:
+            if self._add_logged(key, shared, own, server):
+                return
+            self.full[server] = _ordered(self.log.pop(server))
+            del self.size[server], self.logged[server], self.given[server]
+        self._add_walk(list(shared) + list(own), server)
+
+    def _add_logged(self, key, shared, own, server: int) -> bool:
+        """The add, logged, if the server's LRU cannot evict in it; False (nothing done) if it may."""
+        log = self.log.get(server)
+        if log is None:
+            log = self.log[server] = []
+            self.size[server] = self.logged[server] = 0
+            self.given[server] = set()
+        get = self.servers.get
+        bit = 1 << server
+        given = self.given[server]
+        # the server holds every hash of a shared prefix added before (it has evicted nothing)
+        new = [] if key is not None and key in given else [h for h in shared if not get(h, 0) & bit]
+        new += [h for h in own if not get(h, 0) & bit]
+        if self.size[server] + len(new) > self.capacity:   # (a hash twice in `new` counts twice)
+            return False
+        log.append((shared, own))
+        servers = self.servers
+        held = 0
+        for h in new:
+            m = get(h, 0)
+            if not m & bit:
+                servers[h] = m | bit
+                held += 1
+        self.size[server] += held
+        self.logged[server] += len(shared) + len(own)
+        if self.logged[server] > self.LOG_SLACK * self.size[server] + self.LOG_MIN:
+            log[:] = [((), list(_ordered(log)))]
+            self.logged[server] = self.size[server]
+        if key is not None:
+            if len(given) >= self.MEMO_KEYS:
+                given.clear()
+            given.add(key)
+        if self.watch and new:
+            self._changed(new)
+        return True
+
+    def _add_walk(self, hashes, server: int) -> None:
+        """golang-lru's Add for each hash in turn: an evicted hash leaves at once."""
+        lru = self.full[server]
         servers = self.servers
         cap = self.capacity
         bit = 1 << server
@@ -198,6 +264,22 @@ class PrefixIndex:
             run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
         _add_bits(out, run_mask, run, n)
         return out
+
+
+def _scores(waiting: list, kvs: list, third: list, total_blocks: int, total: list) -> dict:
+    """Weighted's scores per replica, as floats."""
+    lo, hi = min(waiting), max(waiting)
+    span = float(hi - lo)
+    return {"queue": [1.0] * len(waiting) if hi == lo else [(hi - w) / span for w in waiting],
+            "kv": [1.0 - u for u in kvs],
+            "prefix": [m / total_blocks for m in third] if total_blocks else list(map(float, third)),
+            "total": total}
+
+
+def _ordered(log: list) -> OrderedDict:
+    """The LRU a log of adds (no eviction among them) leaves: each hash once, at its last add."""
+    newest_first = dict.fromkeys(reversed(list(chain.from_iterable(chain.from_iterable(log)))))
+    return OrderedDict.fromkeys(reversed(newest_first))
 
 
 def _add_bits(out: list, mask: int, k: int, n: int) -> None:
@@ -279,53 +361,57 @@ class Weighted(Router):
             out.append(h)
         return out
 
+    def prefix_part(self, request, ctx) -> tuple:
+        """(per replica: the precise score, or the approximate scorer's matched blocks, or NaN when
+        prefix_weight is 0; the blocks matched over, 0 if not those; the decision's detail)."""
+        if self.precise:
+            return normalized_precise(ctx.cached_prefix(request)), 0, {}
+        if self.wp <= 0:
+            return [NAN] * self.n, 0, {}
+        key, shared, own = self.split(request, ctx)
+        self._pending = (request.id, (key, shared, own))
+        total_blocks = len(shared) + len(own)
+        third = self.index.match_split(key, shared, own, self.n) if total_blocks else [0] * self.n
+        return third, total_blocks, {"prefix_blocks": total_blocks}
+
     def route(self, request, ctx):
-        # every replica at once (numpy): the same float operations, in the same order, as the
-        # per-replica formulas in the class text
         n = self.n
         reps = ctx.replicas
         waiting = list(map(_WAITING, reps))
+        kvs = list(map(_KV, reps))
+        third, total_blocks, detail = self.prefix_part(request, ctx)
         lo, hi = min(waiting), max(waiting)
-        total_blocks = 0
-        if self.precise:
-            third = normalized_precise(ctx.cached_prefix(request))
-            detail = {}
-        elif self.wp > 0:
-            key, shared, own = self.split(request, ctx)
-            self._pending = (request.id, (shared, own))
-            total_blocks = len(shared) + len(own)
-            third = self.index.match_split(key, shared, own, n) if total_blocks else [0] * n
-            detail = {"prefix_blocks": total_blocks}
-        else:
-            third = [NAN] * n
-            detail = {}
-        # one array of the three rows (whole numbers and their floats are the same values here)
-        rows = np.array((waiting, list(map(_KV, reps)), third), dtype=np.float64)
-        queue = np.ones(n) if hi == lo else (hi - rows[0]) / float(hi - lo)
-        kv = 1.0 - rows[1]
-        prefix = rows[2] / total_blocks if total_blocks else rows[2]
         wq, wk, wp = self.wq, self.wk, self.wp
-        total = wq * queue + wk * kv
-        if wp > 0:
-            total += wp * prefix
-        best = total.max()
-        tied = np.flatnonzero(total == best).tolist()
-        if len(tied) == 1:
-            pick, reason = tied[0], "max_score"
+        # the formulas in the class text, float by float (plain floats: at 64 replicas cheaper than
+        # numpy's, whose float64 operations they are); a replica with prefix score 0 adds wp x 0.0,
+        # which changes no total (none is -0.0), so only those with one are added to
+        if hi == lo:
+            wq1 = wq * 1.0
+            total = [wq1 + wk * (1.0 - u) for u in kvs]
         else:
+            span = float(hi - lo)
+            total = [wq * ((hi - w) / span) + wk * (1.0 - u) for w, u in zip(waiting, kvs)]
+        if wp > 0:
+            for i in compress(range(n), third):
+                total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])
+        best = max(total)
+        if total.count(best) == 1:
+            pick, reason = total.index(best), "max_score"
+            tied = (pick,)
+        else:
+            tied = tuple(compress(range(n), map(eq, total, repeat(best))))
             pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
-        detail["tied"] = tuple(tied)
-        scores = {"queue": queue.tolist(), "kv": kv.tolist(), "prefix": prefix.tolist(), "total": total.tolist()} \
-            if ctx.record_scores else {}
+        detail["tied"] = tied
+        scores = _scores(waiting, kvs, third, total_blocks, total) if ctx.record_scores else {}
         return Decision(pick, reason, self.everyone, scores, detail)
 
     def dispatched(self, request, replica, ctx):
         if self.precise or self.wp <= 0:
             return
-        rid, hashes = self._pending
+        rid, made = self._pending
         if rid != request.id:
-            _, *hashes = self.split(request, ctx)
+            made = self.split(request, ctx)
         self._pending = (None, None)
-        shared, own = hashes
+        key, shared, own = made
         if shared or own:
-            self.index.add(shared + own if own else shared, replica)
+            self.index.add_split(key, shared, own, replica)

@@ -1,0 +1,144 @@
+"""The weighted router's fast paths change nothing: GIE's prefix index kept as a log of adds until
+a server's LRU could evict (then hash by hash) holds the same LRUs and servers as golang-lru's
+plain walk, and a fleet routed by it with the plain-float formula is the numpy router's to the
+byte, with capacities that evict often, now and then, or never."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from sim.cost import cost_from_preset
+from sim.fleet import FleetSettings, simulate_fleet
+from sim.fleet import fleet as fleet_mod
+from sim.fleet.routers.llmd import PrefixIndex, Weighted, _KV, _WAITING
+from sim.fleet.routing import Decision
+from sim.fleet.scenarios import chat
+from tests.fleet.test_prompt_memo import RefPrefixIndex
+
+MS = cost_from_preset("a100-8B-fp16")
+
+
+class SqueezedIndex(PrefixIndex):
+    """Logs squeezed and given keys forgotten all the time."""
+    LOG_SLACK = 1
+    LOG_MIN = 0
+    MEMO_KEYS = 3
+
+
+def _same(fast: PrefixIndex, plain: RefPrefixIndex, hashes: list, n: int) -> None:
+    assert fast.servers == plain.servers
+    assert {k: list(v) for k, v in fast.lru.items()} == {k: list(v) for k, v in plain.lru.items()}
+    assert fast.match(hashes, n) == plain.match(hashes, n)
+
+
+@pytest.mark.parametrize("cls", [PrefixIndex, SqueezedIndex])
+@pytest.mark.parametrize("cap", [1, 2, 5, 17, 60, 10_000])
+def test_logged_lru_is_the_plain_walk(cls, cap):
+    """Adds with a named shared prefix and own hashes (some repeated in the add, some the
+    prefix's), and plain adds, to 6 servers: the same LRUs, servers and matches as the plain
+    walk after every add; small capacities evict, and switch servers to the walk, at once."""
+    rng = random.Random(cap)
+    fast, plain = cls(cap), RefPrefixIndex(cap)
+    prefixes = {k: [rng.randrange(1 << 60) for _ in range(rng.randint(1, 12))] for k in range(8)}
+    for _ in range(600):
+        key = rng.randrange(8)
+        shared = prefixes[key]
+        own = [rng.randrange(1 << 60) for _ in range(rng.randint(0, 5))]
+        if own and rng.random() < 0.2:
+            own.append(own[0])
+        if rng.random() < 0.2:
+            own.append(rng.choice(shared))
+        server = rng.randrange(6)
+        if rng.random() < 0.2:
+            fast.add(shared + own, server)
+        else:
+            assert fast.match_split(key, shared, own, 6) == plain.match(shared + own, 6)
+            fast.add_split(key, shared, own, server)
+        plain.add(shared + own, server)
+        _same(fast, plain, shared + own, 6)
+    walked = set(fast.full)
+    assert walked == (set(plain.lru) if cap <= 60 else set())   # every server evicted, or none
+
+
+def test_a_log_squeezed_keeps_the_order():
+    """Adds that bring nothing new grow a log only: squeezed to one entry per hash, in order."""
+    fast, plain = SqueezedIndex(100), RefPrefixIndex(100)
+    for i in range(50):
+        hashes = [7, 3, 9, i % 4, 3]
+        fast.add_split(i % 3, hashes[:3], hashes[3:], 0)
+        plain.add(hashes, 0)
+        _same(fast, plain, hashes, 1)
+        assert fast.logged[0] <= 2 * fast.size[0] + 5
+
+
+class PlainIndex(RefPrefixIndex):
+    def add_split(self, key, shared, own, server):
+        self.add(shared + own, server)
+
+    def match_split(self, key, shared, own, n):
+        return self.match(shared + own, n)
+
+
+class NumpyWeighted(Weighted):
+    """Weighted as it was: the numpy formula and the plain index (the reference)."""
+
+    def __init__(self, num_replicas, config=None, seed=0):
+        super().__init__(num_replicas, config, seed)
+        self.index = PlainIndex(self.index.capacity)
+
+    def route(self, request, ctx):
+        n = self.n
+        reps = ctx.replicas
+        waiting = list(map(_WAITING, reps))
+        lo, hi = min(waiting), max(waiting)
+        third, total_blocks, detail = self.prefix_part(request, ctx)
+        rows = np.array((waiting, list(map(_KV, reps)), third), dtype=np.float64)
+        queue = np.ones(n) if hi == lo else (hi - rows[0]) / float(hi - lo)
+        kv = 1.0 - rows[1]
+        prefix = rows[2] / total_blocks if total_blocks else rows[2]
+        total = self.wq * queue + self.wk * kv
+        if self.wp > 0:
+            total += self.wp * prefix
+        tied = np.flatnonzero(total == total.max()).tolist()
+        if len(tied) == 1:
+            pick, reason = tied[0], "max_score"
+        else:
+            pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
+        detail["tied"] = tuple(tied)
+        scores = {"queue": queue.tolist(), "kv": kv.tolist(), "prefix": prefix.tolist(), "total": total.tolist()} \
+            if ctx.record_scores else {}
+        return Decision(pick, reason, self.everyone, scores, detail)
+
+
+CONFIGS = [({}, False), ({"lru_capacity_per_server": 300}, True), ({"lru_capacity_per_server": 40, "hash_block_size": 16}, True),
+           ({"queue_weight": 0, "kv_weight": 0.5, "lru_capacity_per_server": 3}, True), ({"prefix": "precise"}, False),
+           ({"prefix_weight": 0}, False)]
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["scores", "no-scores"])
+@pytest.mark.parametrize("config,evicts", CONFIGS)
+def test_weighted_fleet_is_the_numpy_router(config, evicts, record, monkeypatch):
+    """A fleet under weighted is the numpy router's with the plain index to the byte (routes,
+    scores, ties drawn, every replica's trace), the LRUs evicting where the capacity is small."""
+    wl = chat(n=240, rate_per_s=80.0, groups=6)
+    s = FleetSettings(replicas=6, router="weighted", router_config=config, seed=3, refresh_interval=15.0,
+                      record_scores=record)
+    made = []
+    real = fleet_mod.make_router
+
+    def keep(*args):
+        made.append(real(*args))
+        return made[-1]
+    monkeypatch.setattr(fleet_mod, "make_router", keep)
+    fast = simulate_fleet(wl, s, cost=MS)
+    fast_digest = simulate_fleet(wl, s, cost=MS, digest=True)
+    assert bool(made[0].index.full) == evicts
+    monkeypatch.setattr(fleet_mod, "make_router", lambda n, k, c, seed: NumpyWeighted(k, c, seed))
+    plain = simulate_fleet(wl, s, cost=MS)
+    plain_digest = simulate_fleet(wl, s, cost=MS, digest=True)
+    assert fast.routes.equals(plain.routes)
+    assert fast.to_bytes() == plain.to_bytes()
+    assert fast_digest.routes.equals(plain_digest.routes)
+    assert fast.routes["reason"].nunique() >= 1
