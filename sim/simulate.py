@@ -19,6 +19,7 @@ import pandas as pd
 from . import static, llamaslots  # noqa: F401  (each registers itself, in the order pages list them)
 from .cost import UnitsCost
 from .digest import Digest, gaps_frame
+from .gc_passes import with_fewer_gc_passes
 from .jsonout import dumps_strict
 from .limits import check_prompt_work
 from .registry import SCHEDULERS
@@ -549,6 +550,7 @@ def resolve_config(workload: Workload, config) -> tuple[SchedulerConfig, str]:
     return SchedulerConfig.from_dict(merged), mode
 
 
+@with_fewer_gc_passes
 def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *, cost=None,
              oracle_out: TextIO | None = None, max_steps: int = 10_000_000,
              progress: Callable[[int, int], None] | None = None, columns: bool = False,

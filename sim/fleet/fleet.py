@@ -28,7 +28,7 @@ from typing import Callable
 import pandas as pd
 
 from ..cost import UnitsCost
-from ..gc_passes import fewer_gc_passes
+from ..gc_passes import with_fewer_gc_passes
 from ..simulate import max_model_len_for, resolve_config
 from ..workload import Workload
 from .prefix_index import FleetPrefixIndex
@@ -429,6 +429,7 @@ def replica_configs(workload: Workload, settings: FleetSettings, config: dict | 
     return out
 
 
+@with_fewer_gc_passes
 def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, config: dict | None = None, *,
                    cost=None, costs: list | None = None, digest: bool = False, max_requests: int | None = None,
                    progress: Callable[[int, int], None] | None = None):
@@ -462,10 +463,9 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
     loop = RoutingLoop(backends, s, router)
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
     loop.prompts.plan([reqs[i] for i in order])
-    with fewer_gc_passes():
-        for i in order:
-            loop.route(reqs[i])
-        loop.finish()
+    for i in order:
+        loop.route(reqs[i])
+    loop.finish()
     if progress is not None:
         progress(len(reqs), len(reqs))
     meta_base = {"source": "simulator", "time_unit": cost.time_unit,

@@ -1,19 +1,15 @@
 """cache_aware's insert after its own match (RadixTree.insert_walked) and insert build the tree
-the sources' one-walk insert builds; the GC thresholds a fleet run raises come back after it."""
+the sources' one-walk insert builds."""
 from __future__ import annotations
 
-import gc
 import random
-import threading
 from array import array
 
 import pytest
 
-from sim.fleet import FleetSettings, simulate_fleet
 from sim.fleet.radix import Node, RadixTree, shared_prefix_len
 from sim.fleet.routers.cache_aware import CacheAware
-from sim.gc_passes import fewer_gc_passes
-from sim.workload import Request, Workload
+from sim.workload import Request
 
 
 def plain_insert(tree: RadixTree, key, tenant) -> None:
@@ -122,38 +118,3 @@ def test_dispatched_walks_again_when_the_tree_changed_after_route():
     ref.insert(array("I", [1, 2, 5]), 1)
     ref.insert(array("I", [1, 2, 9, 9]), 0)
     assert shape(r.tree) == shape(ref)
-
-
-def test_a_fleet_run_restores_the_gc_thresholds_and_gives_the_same_routes():
-    reqs = [Request(id=f"r{i}", prompt_len=600 + 7 * i, max_tokens=8, arrival_time=float(i), prompt_blocks=(i % 3,))
-            for i in range(40)]
-    wl = Workload(reqs, {"enable_prefix_caching": True, "num_gpu_blocks": 400, "block_size": 16})
-    before = gc.get_threshold()
-    a = simulate_fleet(wl, FleetSettings(replicas=3, router="cache_aware"))
-    assert gc.get_threshold() == before
-    gc.disable()   # the collector's timing must not change a route
-    try:
-        b = simulate_fleet(wl, FleetSettings(replicas=3, router="cache_aware"))
-    finally:
-        gc.enable()
-    assert a.routes.equals(b.routes)
-
-
-def test_fewer_gc_passes_nested_and_in_threads_restore_once():
-    before = gc.get_threshold()
-    inside, go = threading.Event(), threading.Event()
-
-    def other():
-        with fewer_gc_passes():
-            inside.set()
-            go.wait(5)
-
-    t = threading.Thread(target=other)
-    t.start()
-    inside.wait(5)
-    with fewer_gc_passes():
-        assert gc.get_threshold() != before
-    assert gc.get_threshold() != before   # the other thread's run is still going
-    go.set()
-    t.join(5)
-    assert gc.get_threshold() == before
