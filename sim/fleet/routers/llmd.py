@@ -97,21 +97,19 @@ class PrefixIndex:
     server).
 
     A server's LRU is kept in one of two ways. Until an add could evict from it: its adds in
-    order (`log`; a hash's place in the LRU is its last add) and how many hashes it holds
-    (`size`; which it holds are its bits in `servers`), so that an add reads only the hashes
-    the server may not hold. From then on: an OrderedDict walked hash by hash (`full`)."""
+    order and how many hashes it holds (`logs`, a _Log; a hash's place in the LRU is its last
+    add, and which hashes it holds are its bits in `servers`), so that an add reads only the
+    hashes the server may not hold: none of a shared prefix it was given before. From then on:
+    an OrderedDict walked hash by hash (`full`)."""
 
-    MEMO_KEYS = 4096   # shared prefixes whose walk is kept at most (then the memo starts again empty)
+    MEMO_KEYS = 4096   # shared prefixes whose walk (or, per server, whose being held) is kept at most
     LOG_SLACK = 32     # hashes logged per hash held (past LOG_MIN) before a log is squeezed to one entry each
     LOG_MIN = 65536
 
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.servers: dict[int, int] = {}
-        self.log: dict[int, list] = {}     # server -> [(shared, own), ...], oldest first
-        self.size: dict[int, int] = {}
-        self.logged: dict[int, int] = {}   # hashes in a server's log
-        self.given: dict[int, set] = {}    # server -> keys of shared prefixes it holds whole
+        self.logs: dict[int, _Log] = {}
         self.full: dict[int, OrderedDict] = {}
         # match_split's memo: prefix key -> its walk; hash -> the keys whose walk read it (dropped
         # when the hash's servers change)
@@ -121,7 +119,7 @@ class PrefixIndex:
     @property
     def lru(self) -> dict[int, OrderedDict]:
         """Every server's LRU, oldest first."""
-        out = {s: _ordered(log) for s, log in self.log.items()}
+        out = {s: _ordered(lg.log) for s, lg in self.logs.items()}
         out.update(self.full)
         return out
 
@@ -141,28 +139,48 @@ class PrefixIndex:
         """add(shared + own, server), `shared` the prefix named by `key` (None: no name). The
         lists are kept, not copied: they must not change."""
         if server not in self.full:
-            if self._add_logged(key, shared, own, server):
+            lg = self.logs.get(server)
+            if lg is None:
+                lg = self.logs[server] = _Log()
+            if key is not None and key in lg.given and lg.size + len(own) <= self.capacity:
+                self._add_own(lg, shared, own, server)
                 return
-            self.full[server] = _ordered(self.log.pop(server))
-            del self.size[server], self.logged[server], self.given[server]
+            if self._add_logged(lg, key, shared, own, server):
+                return
+            self.full[server] = _ordered(self.logs.pop(server).log)
         self._add_walk(list(shared) + list(own), server)
 
-    def _add_logged(self, key, shared, own, server: int) -> bool:
+    def _add_own(self, lg: _Log, shared, own, server: int) -> None:
+        """The add, logged, of a shared prefix the server holds whole (it has evicted nothing
+        since it was given it) and own hashes that cannot fill its LRU."""
+        lg.append(shared, own)
+        if not own:
+            return
+        servers = self.servers
+        bit = 1 << server
+        before = len(servers)
+        got = list(map(servers.setdefault, own, repeat(bit)))   # a hash nobody held gets the bit
+        held = len(servers) - before
+        for h, m in zip(own, got):
+            if not m & bit:   # held by other servers only (so far: a hash twice is seen twice)
+                m = servers[h]
+                if not m & bit:
+                    servers[h] = m | bit
+                    held += 1
+        lg.grew(held, self.LOG_SLACK, self.LOG_MIN)
+        # (own hashes held before are among them: their walks are dropped for nothing)
+        if self.watch and not self.watch.keys().isdisjoint(own):
+            self._changed(own)
+
+    def _add_logged(self, lg: _Log, key, shared, own, server: int) -> bool:
         """The add, logged, if the server's LRU cannot evict in it; False (nothing done) if it may."""
-        log = self.log.get(server)
-        if log is None:
-            log = self.log[server] = []
-            self.size[server] = self.logged[server] = 0
-            self.given[server] = set()
         get = self.servers.get
         bit = 1 << server
-        given = self.given[server]
-        # the server holds every hash of a shared prefix added before (it has evicted nothing)
-        new = [] if key is not None and key in given else [h for h in shared if not get(h, 0) & bit]
+        new = [h for h in shared if not get(h, 0) & bit]
         new += [h for h in own if not get(h, 0) & bit]
-        if self.size[server] + len(new) > self.capacity:   # (a hash twice in `new` counts twice)
+        if lg.size + len(new) > self.capacity:   # (a hash twice in `new` counts twice)
             return False
-        log.append((shared, own))
+        lg.append(shared, own)
         servers = self.servers
         held = 0
         for h in new:
@@ -170,15 +188,11 @@ class PrefixIndex:
             if not m & bit:
                 servers[h] = m | bit
                 held += 1
-        self.size[server] += held
-        self.logged[server] += len(shared) + len(own)
-        if self.logged[server] > self.LOG_SLACK * self.size[server] + self.LOG_MIN:
-            log[:] = [((), list(_ordered(log)))]
-            self.logged[server] = self.size[server]
+        lg.grew(held, self.LOG_SLACK, self.LOG_MIN)
         if key is not None:
-            if len(given) >= self.MEMO_KEYS:
-                given.clear()
-            given.add(key)
+            if len(lg.given) >= self.MEMO_KEYS:
+                lg.given.clear()
+            lg.given.add(key)
         if self.watch and new:
             self._changed(new)
         return True
@@ -264,6 +278,28 @@ class PrefixIndex:
             run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
         _add_bits(out, run_mask, run, n)
         return out
+
+
+class _Log:
+    """A server's LRU while it has evicted nothing: its adds in order, (shared, own) each."""
+    __slots__ = ("log", "size", "logged", "given")
+
+    def __init__(self):
+        self.log: list = []
+        self.size = 0      # hashes held
+        self.logged = 0    # hashes in the log
+        self.given: set = set()   # keys of the shared prefixes it holds whole
+
+    def append(self, shared, own) -> None:
+        self.log.append((shared, own))
+        self.logged += len(shared) + len(own)
+
+    def grew(self, held: int, slack: int, least: int) -> None:
+        """`held` more hashes held; the log squeezed to one entry per hash if it is long."""
+        self.size += held
+        if self.logged > slack * self.size + least:
+            self.log[:] = [((), list(_ordered(self.log)))]
+            self.logged = self.size
 
 
 def _scores(waiting: list, kvs: list, third: list, total_blocks: int, total: list) -> dict:
