@@ -24,7 +24,7 @@ class SqueezedIndex(PrefixIndex):
     """Logs squeezed and given keys forgotten all the time."""
     LOG_SLACK = 1
     LOG_MIN = 0
-    MEMO_KEYS = 3
+    GIVEN_KEYS = 3
 
 
 def _same(fast: PrefixIndex, plain: RefPrefixIndex, hashes: list, n: int) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, eq, sub
 
 from ..routing import Decision, Router, register_router
 
@@ -102,8 +102,9 @@ class PrefixIndex:
     hashes the server may not hold: none of a shared prefix it was given before. From then on:
     an OrderedDict walked hash by hash (`full`)."""
 
-    MEMO_KEYS = 4096   # shared prefixes whose walk (or, per server, whose being held) is kept at most
-    LOG_SLACK = 32     # hashes logged per hash held (past LOG_MIN) before a log is squeezed to one entry each
+    MEMO_KEYS = 4096   # shared prefixes whose walk is kept at most (then the memo starts again empty)
+    GIVEN_KEYS = 1024  # shared prefixes a server is known to hold whole, at most (then read again)
+    LOG_SLACK = 16     # hashes logged per hash held (past LOG_MIN) before a log is squeezed to one entry each
     LOG_MIN = 65536
 
     def __init__(self, capacity: int):
@@ -190,7 +191,7 @@ class PrefixIndex:
                 held += 1
         lg.grew(held, self.LOG_SLACK, self.LOG_MIN)
         if key is not None:
-            if len(lg.given) >= self.MEMO_KEYS:
+            if len(lg.given) >= self.GIVEN_KEYS:
                 lg.given.clear()
             lg.given.add(key)
         if self.watch and new:
@@ -274,7 +275,7 @@ class PrefixIndex:
                     w.add(key)
         base, run_mask, run, stopped = got
         out = list(base)
-        if not stopped and own:
+        if not stopped and own and own[0] in self.servers:   # (most own hashes are nobody's)
             run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
         _add_bits(out, run_mask, run, n)
         return out
@@ -307,7 +308,7 @@ def _scores(waiting: list, kvs: list, third: list, total_blocks: int, total: lis
     lo, hi = min(waiting), max(waiting)
     span = float(hi - lo)
     return {"queue": [1.0] * len(waiting) if hi == lo else [(hi - w) / span for w in waiting],
-            "kv": [1.0 - u for u in kvs],
+            "kv": list(map(sub, repeat(1.0), kvs)),
             "prefix": [m / total_blocks for m in third] if total_blocks else list(map(float, third)),
             "total": total}
 
