@@ -144,6 +144,7 @@ class RoutingLoop:
         self.ctx.block_hashes = self.prompts.chain   # a router hashing blocks as the replicas do reuses these
         self.ctx.prompt_length = self.prompts.length   # len(prompt_tokens(req)), without making them
         self.ctx.prompt_token_array = self.prompts.token_array   # the ids as an array('I'), from cached pieces
+        self.ctx.prompt_parts = self.prompts.parts               # the same as the shared blocks' and the rest
         self.ctx.text_block_hashes = self.prompts.text_chain     # GIE's hashes of the text, from cached pieces
         self.ctx.text_block_split = self.prompts.text_split      # the same, as the shared prefix's and the rest
         self.ctx.prompt_segments = self.prompts.segments         # the chain hashes in shared pieces

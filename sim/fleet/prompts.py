@@ -560,6 +560,19 @@ class _Prompts:
                 return PromptSegments(pieces, shared, child.chain(block_size)[0], k, 0)
         return PromptSegments(pieces, shared, None, 0, k, self.own(req, block_size) if k else None)
 
+    def parts(self, req):
+        """(node of the request's whole prompt blocks, their ids as one array('I') (the node's:
+        do not change it), the ids after them as an array('I')) for a request made of prompt
+        blocks, else None: a token-keyed router may walk the shared part once per prefix."""
+        p = self._prefix(req)
+        if p is None:
+            return None
+        node, _, rest = p
+        try:
+            return node, node.full_array(), rest if isinstance(rest, array) else array("I", rest)
+        except (OverflowError, TypeError):
+            return None
+
     def token_array(self, req):
         """The prompt's ids as an array('I'), or None where an id does not fit one."""
         p = self._prefix(req)

@@ -71,7 +71,8 @@ class RadixTree:
         self.root = Node(empty, None, {}, None)
         self.size: dict = {}                    # tenant -> elements held (tokens or characters)
         self.epoch = 0                          # the sources' global counter for LRU stamps
-        self.version = 0                        # bumped by every change of shape or tenants (insert_walked's check)
+        self.version = 0                        # bumped by every insert and eviction (insert_walked's check)
+        self.shape = 0                          # bumped by every split and eviction (match_on's check)
 
     def _tick(self) -> int:
         e = self.epoch
@@ -86,11 +87,12 @@ class RadixTree:
     def insert(self, key, tenant) -> None:
         self.insert_walked(key, tenant, self.match(key))
 
-    def insert_walked(self, key, tenant, walk) -> None:
+    def insert_walked(self, key, tenant, walk, base: int = 0) -> None:
         """Insert key for tenant, given what match(key) returned while the tree was as it is now
         (the same version; cache_aware's route matched it): the nodes the walk reached get the
         tenant, an edge it stopped inside is split there, and the rest of the key is a new leaf.
-        Every node it passes gets stamp 0, the node where the key ends a fresh one."""
+        Every node it passes gets stamp 0, the node where the key ends a fresh one. `base`: key
+        holds the elements from there on (match_on's walk, which passed all before it)."""
         self.version += 1
         root = self.root
         root.tenants.setdefault(tenant, 0)
@@ -102,6 +104,7 @@ class RadixTree:
             label = child.label
             shared = depth - pos
             if shared < len(label):   # the walk stopped inside this edge: split it there
+                self.shape += 1
                 mid = Node(label[:shared], node, dict(child.tenants), child.last_tenant)
                 child.label = label[shared:]
                 child.parent = mid
@@ -113,9 +116,9 @@ class RadixTree:
                 child.tenants[tenant] = 0
             node = child
             pos = depth
-        n = len(key)
+        n = base + len(key)
         if pos < n:
-            node.children[key[pos]] = Node(key[pos:], node, {tenant: self._tick()}, tenant)
+            node.children[key[pos - base]] = Node(key[pos - base:], node, {tenant: self._tick()}, tenant)
             size[tenant] += n - pos
             return
         node.tenants[tenant] = self._tick()
@@ -123,23 +126,48 @@ class RadixTree:
     def match(self, key):
         """(matched elements, the deepest node reached, the path walked as (node, depth) pairs).
         No side effects: the sources' stamp refresh is done by `owner`, which knows the tenant."""
-        node = self.root
-        pos = 0
-        n = len(key)
-        path = []
+        return self._walk(key, 0, self.root, 0, [])
+
+    def match_on(self, walk, key, base: int):
+        """match(prefix + key), given walk = match(prefix) that matched all `base` elements of the
+        prefix while the tree had its present shape (no split or eviction since): the prefix is
+        not compared again. The walk is not changed."""
+        _, node, path = walk
+        path = list(path)
+        pos = base
+        if path:
+            child, depth = path[-1]
+            start = path[-2][1] if len(path) > 1 else 0
+            label = child.label
+            k = depth - start
+            if k < len(label):   # the prefix ended inside this edge: the key goes on along it
+                more = label[k:]
+                m = len(more)
+                if key[:m] == more:
+                    pos = start + len(label)
+                    path[-1] = (child, pos)
+                else:   # the whole key's walk stops inside this edge
+                    path[-1] = (child, base + shared_prefix_len(key, 0, more))
+                    return path[-1][1], child, path
+        return self._walk(key, base, node, pos, path)
+
+    @staticmethod
+    def _walk(key, base: int, node, pos: int, path: list):
+        """match's walk from `node` at depth `pos`; key[i] is element base + i."""
+        n = base + len(key)
         while pos < n:
-            child = node.children.get(key[pos])
+            i = pos - base
+            child = node.children.get(key[i])
             if child is None:
                 break
             label = child.label
             ll = len(label)
-            if key[pos:pos + ll] == label:
+            if key[i:i + ll] == label:
                 pos += ll
                 node = child
                 path.append((child, pos))
                 continue
-            shared = shared_prefix_len(key, pos, label)
-            pos += shared
+            pos += shared_prefix_len(key, i, label)
             node = child
             path.append((child, pos))
             break
@@ -192,6 +220,7 @@ class RadixTree:
                     seq += 1
         heapq.heapify(heap)
         self.version += 1
+        self.shape += 1
         removed = 0
         while heap:
             _, _, t, node = heapq.heappop(heap)
@@ -216,6 +245,7 @@ class RadixTree:
     def remove_tenant(self, tenant) -> None:
         """Drop a tenant everywhere (a worker removed)."""
         self.version += 1
+        self.shape += 1
         stack = [self.root]
         while stack:
             node = stack.pop()

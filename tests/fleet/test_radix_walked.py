@@ -41,7 +41,7 @@ def plain_insert(tree: RadixTree, key, tenant) -> None:
     node.tenants[tenant] = tree._tick()
 
 
-def shape(tree: RadixTree):
+def shape_of(tree: RadixTree):
     """Every node's label, tenants with stamps and cached tenant, children in key order; sizes; epoch."""
     def node(n):
         return (tuple(n.label), sorted(n.tenants.items()), n.last_tenant,
@@ -88,7 +88,7 @@ def test_insert_after_match_is_insert(kind, seed):
             walked.insert(key, tenant)
         if i % 37 == 36:
             assert plain.evict_by_size(20) == walked.evict_by_size(20)
-        assert shape(plain) == shape(walked)
+        assert shape_of(plain) == shape_of(walked)
 
 
 def test_dispatched_walks_again_when_the_tree_changed_after_route():
@@ -117,4 +117,39 @@ def test_dispatched_walks_again_when_the_tree_changed_after_route():
     ref.owner(ref.match(array("I", [1, 2, 9, 9]))[1])
     ref.insert(array("I", [1, 2, 5]), 1)
     ref.insert(array("I", [1, 2, 9, 9]), 0)
-    assert shape(r.tree) == shape(ref)
+    assert shape_of(r.tree) == shape_of(ref)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_match_on_a_kept_prefix_walk_is_the_whole_match(seed):
+    """match_on(match(prefix), rest) = match(prefix + rest) while the shape holds, and
+    insert_walked with its base builds the same tree; every prefix length, mid-edge ends too."""
+    rng = random.Random(seed)
+    plain, kept = RadixTree(()), RadixTree(())
+    for t in range(3):
+        plain.add_tenant(t)
+        kept.add_tenant(t)
+    walks: dict = {}
+    shape = kept.shape
+    for key in random_keys(rng, 400, "array"):
+        tenant = rng.randrange(3)
+        cut = rng.randrange(1, len(key) + 1) if len(key) else 0
+        prefix, rest = key[:cut], key[cut:]
+        whole = plain.match(key)
+        if kept.shape != shape:
+            walks.clear()
+            shape = kept.shape
+        walk = walks.get(bytes(prefix)) or kept.match(prefix)
+        if walk[0] == cut and cut:
+            walks[bytes(prefix)] = walk
+            got = kept.match_on(walk, rest, cut)
+            base, k = cut, rest
+        else:
+            got, base, k = kept.match(key), 0, key
+        assert (got[0], [d for _, d in got[2]]) == (whole[0], [d for _, d in whole[2]])
+        assert got[1].label == whole[1].label
+        plain_insert(plain, key, tenant)
+        kept.insert_walked(k, tenant, got, base)
+        if rng.random() < 0.05:
+            assert plain.evict_by_size(25) == kept.evict_by_size(25)
+        assert shape_of(plain) == shape_of(kept)

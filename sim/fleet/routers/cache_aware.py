@@ -31,6 +31,11 @@ defaults the two differ in; a setting given explicitly wins:
   sglang: granularity char,  eviction_interval_ms 60000,  max_tree_size 67108864
 (sglang-router 0.3.2's start-up log: eviction_interval_secs 60, max_tree_size 67108864.)
 
+Speed, not a rule: a token key made of prompt blocks walks the tree over its shared blocks once
+per prefix (kept until a split or an eviction), then over the request's own ids alone; the
+insert in `dispatched` follows route's walk (RadixTree.match_on, insert_walked; the same tree as
+walking the whole key each time, tests/fleet/test_radix_walked.py).
+
 Decision.scores: "matched" (elements of the prompt each worker's part of the tree matches) and
 "in_flight"; detail: match_rate, matched, prompt_len and, on a hit, the owners of the node.
 """
@@ -96,7 +101,11 @@ class CacheAware(Router):
             self.tree.add_tenant(i)      # init_workers: insert("", worker) for each worker
         self.next_eviction = self.interval if self.interval > 0 else float("inf")
         self.evictions = 0
-        self._pending = (None, None, None, None)   # (request id, key, its walk, tree version) from route
+        self._pending = (None, None, None, None, 0)   # (request id, key, its walk, tree version, base) from route
+        # token keys made of prompt blocks: the tree's walk over each shared prefix, kept while
+        # the tree's shape does not change (a split or an eviction empties it)
+        self.walks: dict = {}
+        self.walks_shape = 0
         self.everyone = tuple(range(self.n))
 
     def key_of(self, request, ctx):
@@ -120,17 +129,44 @@ class CacheAware(Router):
             while self.next_eviction <= time:
                 self.next_eviction += self.interval
 
+    WALKS_KEPT = 4096   # shared prefixes whose walk is kept at most (then it starts again empty)
+
+    def walk_of(self, request, ctx) -> tuple:
+        """(key, walk, base, prompt length): tree.match of the prompt's key, where key holds the
+        elements from `base` on. A token key made of prompt blocks walks its shared part from the
+        walk kept for it (when the tree holds all of it), then the request's own ids alone."""
+        tree = self.tree
+        made = getattr(ctx, "prompt_parts", None) if self.by_token else None
+        parts = made(request) if made is not None else None
+        if parts is None:
+            key = self.key_of(request, ctx)
+            return key, tree.match(key), 0, len(key)
+        prefix, shared, own = parts
+        walks = self.walks
+        if self.walks_shape != tree.shape:
+            walks.clear()
+            self.walks_shape = tree.shape
+        base = len(shared)
+        walk = walks.get(prefix)
+        if walk is None:
+            walk = tree.match(shared)
+            if walk[0] != base:   # the tree lacks some of it: the whole key, walked whole
+                key = shared + own
+                return key, tree.match(key), 0, len(key)
+            if len(walks) >= self.WALKS_KEPT:
+                walks.clear()
+            walks[prefix] = walk
+        return own, tree.match_on(walk, own, base), base, base + len(own)
+
     def route(self, request, ctx):
         self.maybe_evict(ctx.time)
         n = self.n
         tree = self.tree
-        key = self.key_of(request, ctx)
+        key, walk, base, plen = self.walk_of(request, ctx)
         loads = ctx.in_flight
         lo, hi = min(loads), max(loads)
-        plen = len(key)
-        walk = tree.match(key)
         matched, node, path = walk
-        self._pending = (request.id, key, walk, tree.version)
+        self._pending = (request.id, key, walk, tree.version, base)
         scores = {"matched": tree.matched_per_tenant(path, n), "in_flight": list(map(float, loads))} \
             if ctx.record_scores else {}
         rate = matched / plen if plen else 0.0
@@ -151,9 +187,10 @@ class CacheAware(Router):
         return Decision(loads.index(lo), "prefix_miss", everyone, scores, detail)
 
     def dispatched(self, request, replica, ctx):
-        rid, key, walk, version = self._pending
-        self._pending = (None, None, None, None)
+        rid, key, walk, version, base = self._pending
+        self._pending = (None, None, None, None, 0)
         if rid == request.id and version == self.tree.version:   # route's walk still holds: not walked again
-            self.tree.insert_walked(key, replica, walk)
+            self.tree.insert_walked(key, replica, walk, base)
             return
-        self.tree.insert(key if rid == request.id else self.key_of(request, ctx), replica)
+        key, walk, base, _ = self.walk_of(request, ctx)
+        self.tree.insert_walked(key, replica, walk, base)
