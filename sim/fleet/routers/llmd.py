@@ -415,7 +415,6 @@ class Weighted(Router):
         n = self.n
         reps = ctx.replicas
         waiting = list(map(_WAITING, reps))
-        kvs = list(map(_KV, reps))
         third, total_blocks, detail = self.prefix_part(request, ctx)
         lo, hi = min(waiting), max(waiting)
         wq, wk, wp = self.wq, self.wk, self.wp
@@ -424,10 +423,10 @@ class Weighted(Router):
         # which changes no total (none is -0.0), so only those with one are added to
         if hi == lo:
             wq1 = wq * 1.0
-            total = [wq1 + wk * (1.0 - u) for u in kvs]
+            total = [wq1 + wk * (1.0 - v.kv_usage) for v in reps]
         else:
             span = float(hi - lo)
-            total = [wq * ((hi - w) / span) + wk * (1.0 - u) for w, u in zip(waiting, kvs)]
+            total = [wq * ((hi - w) / span) + wk * (1.0 - v.kv_usage) for w, v in zip(waiting, reps)]
         if wp > 0:
             for i in compress(range(n), third):
                 total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])
@@ -439,7 +438,7 @@ class Weighted(Router):
             tied = tuple(compress(range(n), map(eq, total, repeat(best))))
             pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
         detail["tied"] = tied
-        scores = _scores(waiting, kvs, third, total_blocks, total) if ctx.record_scores else {}
+        scores = _scores(waiting, list(map(_KV, reps)), third, total_blocks, total) if ctx.record_scores else {}
         return Decision(pick, reason, self.everyone, scores, detail)
 
     def dispatched(self, request, replica, ctx):
