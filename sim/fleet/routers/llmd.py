@@ -265,7 +265,9 @@ class PrefixIndex:
             if len(self.memo) >= self.MEMO_KEYS:
                 self.memo.clear()
                 self.watch.clear()
-            got = self.memo[key] = (out, run_mask, run, stopped)
+            done = list(out)   # the match if the walk goes no further
+            _add_bits(done, run_mask, run, n)
+            got = self.memo[key] = (out, run_mask, run, stopped, done)
             watch = self.watch
             for h in shared[:read]:
                 w = watch.get(h)
@@ -273,10 +275,11 @@ class PrefixIndex:
                     watch[h] = {key}
                 else:
                     w.add(key)
-        base, run_mask, run, stopped = got
+        base, run_mask, run, stopped, done = got
+        if stopped or not own or own[0] not in self.servers:   # (most own hashes are nobody's)
+            return list(done)
         out = list(base)
-        if not stopped and own and own[0] in self.servers:   # (most own hashes are nobody's)
-            run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
+        run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
         _add_bits(out, run_mask, run, n)
         return out
 
