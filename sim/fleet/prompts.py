@@ -91,6 +91,30 @@ def _written_vocab(tokens) -> str:
     return " ".join(map(_VOCAB_TEXT.__getitem__, tokens))
 
 
+def written_ids(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]] | None:
+    """Ids (each in [0, 100000)) written in decimal as _written_vocab writes them, each followed
+    by a space, in a few numpy passes over all of them; `bounds`: where each span of ids starts,
+    and the end. Returns (the bytes, where each span's text starts, and the end): span i is
+    text[starts[i]:starts[i + 1] - 1]. None for an id past 99999."""
+    if not len(ids):
+        return b"", [0] * len(bounds)
+    if int(ids.max()) >= 100000:
+        return None
+    v = ids.astype(np.int32)
+    digits = 1 + (v >= 10).view(np.int8) + (v >= 100).view(np.int8) + (v >= 1000).view(np.int8) \
+        + (v >= 10000).view(np.int8)
+    cells = np.empty((len(v), 6), dtype=np.uint8)   # five digits, right-aligned, and a space
+    cells[:, 5] = ord(" ")
+    for col in range(4, -1, -1):
+        cells[:, col] = v % 10 + ord("0")
+        v //= 10
+    text = cells[np.arange(6) >= (5 - digits)[:, None]].tobytes()   # leading zeros left out
+    ends = np.cumsum(digits + 1, dtype=np.int64)    # just past each id's space
+    at = np.asarray(bounds, dtype=np.int64)
+    starts = np.where(at > 0, ends[np.maximum(at, 1) - 1], 0)
+    return text, starts.tolist()
+
+
 class _Prefix:
     """A node of the tree of prompt-block prefixes: the prefix ending with prompt block `block`
     (PROMPT_BLOCK_TOKENS tokens, a pure function of its id). It keeps what is made of the prefix
@@ -377,6 +401,11 @@ class _Prompts:
         self.order: list | None = None
         self.where: dict[int, int] = {}
         self.ahead: dict[int, list[int]] = {}
+        # the last batch: its ids (numpy), where each request's are in it, and their text once asked
+        self.batch_ids = None
+        self.batch_at: dict[int, int] = {}      # request's index in order -> its span in the batch
+        self.batch_bounds: list[int] = []
+        self.batch_text = None
 
     def plan(self, requests: list) -> None:
         """The requests in the order they will be routed (their own ids are then made in batches)."""
@@ -412,16 +441,35 @@ class _Prompts:
             flat, lens = own_prompt_tokens_flat(spans)
             # ids < VOCAB_SIZE: the same values, 4 bytes each in an array('I'), whose slices a
             # token-keyed tree takes as they are (numpy's would be copied into one first)
-            flat = array("I", flat.astype(np.uint32).tobytes())
-            ahead, at = {}, 0
-            for j, k in zip(idx, lens):
+            self.batch_ids = flat = flat.astype(np.uint32)
+            flat = array("I", flat.tobytes())
+            ahead, where, bounds, at = {}, {}, [], 0
+            for span, (j, k) in enumerate(zip(idx, lens)):
                 ahead[j] = flat[at:at + k]
+                where[j] = span
+                bounds.append(at)
                 at += k
+            bounds.append(at)
             self.ahead = ahead   # what was not asked for is dropped
+            self.batch_at, self.batch_bounds, self.batch_text = where, bounds, None
             got = ahead.pop(i, None)
             if got is None:
                 return own_prompt_tokens(req.id, start, end)
         return got
+
+    def _own_text(self, req) -> bytes:
+        """The ids after the request's whole prompt blocks written out, as
+        _written_vocab(self.rest(req)).encode() gives them: for a request of the last batch, cut
+        from its text (written for the whole batch at once when first asked)."""
+        i = self.where.get(id(req))
+        got = self.batch_at.get(i) if i is not None and self.order[i] is req else None
+        if got is not None:
+            if self.batch_text is None:
+                self.batch_text = written_ids(self.batch_ids, self.batch_bounds) or False
+            if self.batch_text:
+                text, starts = self.batch_text
+                return text[starts[got]:starts[got + 1] - 1]
+        return _written_vocab(self.rest(req)).encode()
 
     def rest(self, req) -> list[int]:
         """The ids after the request's whole prompt blocks, as a list (its prefix known)."""
@@ -500,7 +548,7 @@ class _Prompts:
             else:
                 parts = [n.text() for n in p[0].path()]
                 if len(p[2]):
-                    parts.append(_written_vocab(self.rest(req)))
+                    parts.append(self._own_text(req).decode())
                 self.written = " ".join(parts)
         return self.written
 
@@ -605,7 +653,7 @@ class _Prompts:
         own = []
         _, last, carry, count = node.text_chain(key)
         if len(p[2]) and count < max_blocks:
-            data = _written_vocab(self.rest(req)).encode()
+            data = self._own_text(req)
             if node.parent is not None:
                 data = carry + b" " + data
             own = _chunk_hashes(data, block, max_blocks - count, last)

@@ -153,3 +153,4 @@ def test_match_on_a_kept_prefix_walk_is_the_whole_match(seed):
         if rng.random() < 0.05:
             assert plain.evict_by_size(25) == kept.evict_by_size(25)
         assert shape_of(plain) == shape_of(kept)
+
