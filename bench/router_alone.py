@@ -164,6 +164,8 @@ def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: 
             ctx.time, ctx._in_flight = t, in_flight
             if vs is not None:
                 views[:] = vs
+                ctx.waiting = [v.waiting for v in vs]   # the lists the loop keeps beside its views
+                ctx.kv_usage = [v.kv_usage for v in vs]
             prompts.reset(req)
             t0 = clock()
             d = route(req, ctx)

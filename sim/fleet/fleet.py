@@ -148,6 +148,10 @@ class RoutingLoop:
         self.ctx.text_block_hashes = self.prompts.text_chain     # GIE's hashes of the text, from cached pieces
         self.ctx.text_block_split = self.prompts.text_split      # the same, as the shared prefix's and the rest
         self.ctx.prompt_segments = self.prompts.segments         # the chain hashes in shared pieces
+        # the views' engine signals as lists in worker order, kept with them by _refresh (a router
+        # reading every replica's reads two lists, not 64 objects)
+        self.ctx.waiting = [b.view.waiting for b in backends]
+        self.ctx.kv_usage = [b.view.kv_usage for b in backends]
         self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
         if self.indexes is not None:
             self.ctx.cached_prefix = self._cached_prefix
@@ -216,12 +220,14 @@ class RoutingLoop:
         return out if out is not None else [0] * len(self.backends)
 
     def _refresh(self, which) -> None:
+        waiting, kv_usage = self.ctx.waiting, self.ctx.kv_usage
         for i in which:
             b = self.backends[i]
             w, r, used = b.signals()
             v = b.view
             v.waiting, v.running, v.used_blocks = w, r, used
-            v.kv_usage = used / v.num_blocks if v.num_blocks else 0.0
+            v.kv_usage = kv = used / v.num_blocks if v.num_blocks else 0.0
+            waiting[i], kv_usage[i] = w, kv
 
     def _schedule(self, i: int) -> None:
         """Note when backend i next has a step to run (a heap entry; older ones go stale)."""

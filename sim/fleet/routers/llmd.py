@@ -417,7 +417,10 @@ class Weighted(Router):
     def route(self, request, ctx):
         n = self.n
         reps = ctx.replicas
-        waiting = list(map(_WAITING, reps))
+        waiting = getattr(ctx, "waiting", None)   # the loop's lists of the views' signals, if it keeps them
+        kvs = getattr(ctx, "kv_usage", None)
+        if waiting is None or kvs is None:
+            waiting, kvs = list(map(_WAITING, reps)), list(map(_KV, reps))
         third, total_blocks, detail = self.prefix_part(request, ctx)
         lo, hi = min(waiting), max(waiting)
         wq, wk, wp = self.wq, self.wk, self.wp
@@ -426,10 +429,10 @@ class Weighted(Router):
         # which changes no total (none is -0.0), so only those with one are added to
         if hi == lo:
             wq1 = wq * 1.0
-            total = [wq1 + wk * (1.0 - v.kv_usage) for v in reps]
+            total = [wq1 + wk * (1.0 - k) for k in kvs]
         else:
             span = float(hi - lo)
-            total = [wq * ((hi - w) / span) + wk * (1.0 - v.kv_usage) for w, v in zip(waiting, reps)]
+            total = [wq * ((hi - w) / span) + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
         if wp > 0:
             for i in compress(range(n), third):
                 total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])
@@ -441,7 +444,7 @@ class Weighted(Router):
             tied = tuple(compress(range(n), map(eq, total, repeat(best))))
             pick, reason = tied[self.rng.randrange(len(tied))], "tie_random"
         detail["tied"] = tied
-        scores = _scores(waiting, list(map(_KV, reps)), third, total_blocks, total) if ctx.record_scores else {}
+        scores = _scores(waiting, list(kvs), third, total_blocks, total) if ctx.record_scores else {}
         return Decision(pick, reason, self.everyone, scores, detail)
 
     def dispatched(self, request, replica, ctx):
