@@ -46,9 +46,8 @@ class FleetPrefixIndex:
                     holders[h] = m
                 else:
                     holders.pop(h, None)
-            keys = watch.pop(h, None)
-            if keys is not None:   # the walks that read h are out of date
-                for k in keys:
+            if h in watch:   # the walks that read h are out of date (most events: a hash none read)
+                for k in watch.pop(h):
                     memo.pop(k, None)
         return changed
 

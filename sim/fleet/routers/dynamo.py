@@ -63,7 +63,7 @@ def block_hashes(tokens, block_size: int) -> list:
     return out
 
 
-_NEVER = 1 << 200   # above any key
+_IDLE = (None, None, None, None, None)   # no decision waiting for its dispatch
 
 
 @register_router("kv_cost")
@@ -88,11 +88,16 @@ class KvCost(ActivePieces, Router):
         # replicas that hold none of the prompt (see _lowest); an upper bound on them
         self.keys = [0] * self.n
         self.key_bound = 0
+        self.low, self.nlow = None, 0   # the lowest key and how many have it (None: to be read)
         self.bs = None
         self.holders: dict = {}       # block hash -> bitmask of the replicas it is active on
-        self.active: dict = {}        # request id -> (replica, hashes, prefill tokens still counted)
-        self._pending = (None, None, None)
+        self.active: dict = {}        # request id -> [replica, hashes, prefill tokens still counted]
+        # the last decision, for its dispatch: (request id, block size or None for several, its
+        # hashes or segments (a dict by block size for several), cached blocks, prompt length)
+        self._pending = _IDLE
         self.everyone = tuple(range(self.n))
+        self.alone = tuple((i,) for i in range(self.n))   # a lone pick's "tied"
+        self._less, self._cand, self._costs = {}, [], []   # route's and _lowest's scratch
         self._sizes = (None, None)    # (the views' list, their block sizes): they do not change
         # in pieces (see the module text); None until the first decision says whether it can be
         self.in_pieces = None
@@ -143,14 +148,6 @@ class KvCost(ActivePieces, Router):
 
     REGISTRY = 1 << 21   # piece hashes kept at most (then the plain dicts)
 
-    # -- in pieces ----------------------------------------------------------------------------
-    def _key(self, r: int) -> None:
-        """keys[r] after ptok[r] or nblocks[r] changed."""
-        if self.bs is not None:
-            k = self.keys[r] = self.ptok[r] + self.bs * self.nblocks[r]
-            if k > self.key_bound:
-                self.key_bound = k
-
     def route(self, request, ctx):
         n = self.n
         reps = ctx.replicas
@@ -161,18 +158,18 @@ class KvCost(ActivePieces, Router):
         credit = self.credit
         if segs is not None:
             bs = sizes[0]
-            by_size = {bs: segs}
             nh = segs.n
-            less = {}   # replica -> blocks of the prompt active on it (those holding its first block)
-            if nh:
-                held = self.held.get(segs.first_key(), 0)
+            less = self._less   # replica -> blocks of the prompt active on it (those holding its first block)
+            less.clear()
+            held = self.held.get(segs.first_key(), 0) if nh else 0
+            if held:
                 present = self._present_pieces
                 while held:
                     low = held & -held
                     i = low.bit_length() - 1
                     held ^= low
                     less[i] = present(i, segs)
-            self._pending = (request.id, by_size, cached)
+            self._pending = (request.id, bs, segs, cached, isl)
             if not ctx.record_scores and self.temperature == 0.0 and self.scale == 1.0 and not self.req_weight \
                     and self.key_bound + isl + bs * nh < 1 << 45:
                 return self._lowest(cached, less, isl, bs, nh)
@@ -188,8 +185,8 @@ class KvCost(ActivePieces, Router):
             # every replica at once (numpy): the same float operations, in the same order, as
             # max((ptok + isl) / bs - credit * overlap, 0.0) and len(rc) + new blocks per replica
             bs = sizes[0]
-            by_size = {bs: self._hashes(request, ctx, bs)}
-            hashes = by_size[bs]
+            hashes = self._hashes(request, ctx, bs)
+            self._pending = (request.id, bs, hashes, cached, isl)
             nh = len(hashes)
             overlap = np.array(cached, dtype=np.float64)
             x = (np.array(self.ptok, dtype=np.int64) + isl) / bs
@@ -209,6 +206,7 @@ class KvCost(ActivePieces, Router):
             decode = blocks.astype(np.float64)
         else:
             by_size = {bs: self._hashes(request, ctx, bs) for bs in sizes}
+            self._pending = (request.id, None, by_size, cached, isl)
             present = self._present
             ptok = self.ptok
             overlap, prefill, decode = list(map(float, cached)), [], []
@@ -223,7 +221,6 @@ class KvCost(ActivePieces, Router):
         cost = prefill + decode if scale == 1.0 else scale * prefill + decode
         if rw:
             cost += rw * np.array(self.nreq, dtype=np.int64)
-        self._pending = (request.id, by_size, cached)
         scores = {"cost": cost.tolist(), "overlap_blocks": overlap.tolist(), "prefill_blocks": prefill.tolist(),
                   "decode_blocks": decode.tolist()} if ctx.record_scores else {}
         if self.temperature == 0.0:
@@ -245,31 +242,52 @@ class KvCost(ActivePieces, Router):
         exact arithmetic (keys[i] + isl + bs * nh) / bs: so of those, only the ones with the
         lowest key can be lowest or tie, as long as the float's rounding (under 2**-52 of the
         cost) is far below the 1 / bs between two keys (route checks the bound). The others (a
-        few: those holding the prompt's first block) are costed each, with route's operations."""
+        few: those holding the prompt's first block) are costed each, with route's operations.
+        Those cost at most their key's cost (the credit is >= 0: Router.check_config), so the
+        lowest key over every replica will do; and the replicas at it with the same ptok (so the
+        same nblocks) cost the same: one of each ptok is costed."""
         ptok, nblocks, credit = self.ptok, self.nblocks, self.credit
-        some = set(less)
-        some.update(compress(range(self.n), cached))   # overlap > 0
-        keys = self.keys
-        saved = [(i, keys[i]) for i in some]
-        for i in some:
-            keys[i] = _NEVER
-        low = min(keys)
-        if low != _NEVER:
-            if keys.count(low) == 1:
-                some.add(keys.index(low))
+        cand, costs = self._cand, self._costs   # scratch lists: no garbage to collect
+        cand[:] = compress(range(self.n), cached)   # overlap > 0
+        for i in less:
+            if not cached[i]:
+                cand.append(i)
+        group = self._low_group(cand)
+        ps = set(map(ptok.__getitem__, group)) if len(group) > 3 else ()
+        if len(ps) == len(group):   # a few, or all different: each costed
+            cand += group
+            group = ()
+        cand.sort()
+        k = len(cand)
+        if group:   # many at the lowest key (idle replicas at low load): one of each ptok costed
+            if len(ps) == 1:
+                cand.append(group[0])
             else:
-                some.update(i for i, k in enumerate(keys) if k == low)
-        for i, k in saved:
-            keys[i] = k
-        costs = {}
-        for i in some:
+                one = {}
+                for i in group:
+                    one.setdefault(ptok[i], i)
+                cand += one.values()
+        costs.clear()
+        for i in cand:
             x = (ptok[i] + isl) / bs
             x -= float(cached[i]) if credit == 1.0 else credit * float(cached[i])
-            costs[i] = (0.0 if x < 0.0 else x) + float(nblocks[i] + nh - less.get(i, 0))
-        best = min(costs.values())
-        tied = sorted(i for i, c in costs.items() if c == best)
-        if len(tied) == 1:
-            return Decision(tied[0], "lowest_cost", self.everyone, {}, {"tied": (tied[0],)})
+            costs.append((0.0 if x < 0.0 else x) + float(nblocks[i] + nh - less.get(i, 0)))
+        best = min(costs)
+        if not group:
+            if costs.count(best) == 1:
+                first = cand[costs.index(best)]
+                return Decision(first, "lowest_cost", self.everyone, {}, {"tied": self.alone[first]})
+            tied = list(compress(cand, map(best.__eq__, costs)))
+        else:
+            tied = list(compress(cand[:k], map(best.__eq__, costs)))
+            low = [ptok[i] for i, c in zip(cand[k:], costs[k:]) if c == best]
+            if low:
+                mixed = bool(tied)
+                tied += group if len(low) == len(ps) else [i for i in group if ptok[i] in low]
+                if mixed:
+                    tied.sort()
+            if len(tied) == 1:
+                return Decision(tied[0], "lowest_cost", self.everyone, {}, {"tied": self.alone[tied[0]]})
         pick = tied[self.rng.randrange(len(tied))]
         return Decision(pick, "tie_random", self.everyone, {}, {"tied": tuple(tied)})
 
@@ -292,44 +310,49 @@ class KvCost(ActivePieces, Router):
         return n - 1
 
     def dispatched(self, request, replica, ctx):
-        rid, by_size, overlap = self._pending
-        self._pending = (None, None, None)
+        rid, pbs, got, overlap, isl = self._pending
+        self._pending = _IDLE
         bs = ctx.replicas[replica].block_size
-        if rid == request.id and bs in by_size and (self.in_pieces or isinstance(by_size[bs], list)):
-            hashes, ov = by_size[bs], overlap[replica]
+        hashes = None
+        if rid == request.id:
+            hashes = got if pbs == bs else got.get(bs) if pbs is None else None
+        if hashes is not None and (self.in_pieces or isinstance(hashes, list)):
+            ov = overlap[replica]
         else:
             ov = ctx.cached_blocks(replica, request)
             hashes = self._segments(request, ctx, ctx.replicas)
             if hashes is None:
                 hashes = self._hashes(request, ctx, bs)
-        if request.id in self.active:
-            self.released(request, self.active[request.id][0], ctx.time)
-        if self.in_pieces:
-            self._use(replica, hashes, 1)
-        else:
-            rc = self.rcs[replica]
-            holders = self.holders
-            bit = 1 << replica
-            for h in hashes:
-                c = rc.get(h, 0)
-                rc[h] = c + 1
-                if not c:
-                    holders[h] = holders.get(h, 0) | bit
-            self.nblocks[replica] = len(rc)
-        tokens = max(self._length(request, ctx) - int(ov) * bs, 0)
+            isl = self._length(request, ctx)
+        active = self.active
+        if request.id in active:
+            self.released(request, active[request.id][0], ctx.time)
+        tokens = max(isl - int(ov) * bs, 0)
         self.ptok[replica] += tokens
         self.nreq[replica] += 1
-        self._key(replica)
-        self.active[request.id] = (replica, hashes, tokens)
+        active[request.id] = [replica, hashes, tokens]
+        if self.in_pieces:
+            self._use(replica, hashes, 1)   # nblocks and keys[replica] updated there
+            return
+        rc = self.rcs[replica]
+        holders = self.holders
+        bit = 1 << replica
+        for h in hashes:
+            c = rc.get(h, 0)
+            rc[h] = c + 1
+            if not c:
+                holders[h] = holders.get(h, 0) | bit
+        self.nblocks[replica] = len(rc)
 
     def prefill_done(self, request, replica, time):
         entry = self.active.get(request.id)
         if entry is None or entry[2] == 0:
             return
-        r, hashes, tokens = entry
-        self.ptok[r] -= tokens
-        self._key(r)
-        self.active[request.id] = (r, hashes, 0)
+        r = entry[0]
+        self.ptok[r] -= entry[2]
+        entry[2] = 0
+        if self.bs is not None:
+            self._rekey(r)
 
     def released(self, request, replica, time):
         entry = self.active.pop(request.id, None)

@@ -6,6 +6,8 @@ plain per-hash dicts take over, for good, when a piece's hash and an own hash co
 """
 from __future__ import annotations
 
+from itertools import compress
+
 
 class ActivePieces:
     """kv_cost's piece bookkeeping (methods on the router's own state)."""
@@ -13,6 +15,10 @@ class ActivePieces:
     def _pieces_ok(self, segs) -> bool:
         """Note segs' new pieces; False if a piece hash and an own hash could be the same."""
         piece_len, reg = self.piece_len, self.registry
+        pieces = segs.pieces
+        if segs.part is None and (not pieces or pieces[-1][-1] in piece_len):
+            # every piece seen: a piece's key fixes the path to it, whose pieces came with it
+            return not segs.ntail or segs.first_tail() not in reg
         for pc in segs.pieces if segs.part is None else segs.pieces + [segs.part]:
             k = pc[-1]
             if k not in piece_len:
@@ -34,7 +40,7 @@ class ActivePieces:
                 rc[h] = c + 1
                 if not c:
                     holders[h] = holders.get(h, 0) | bit
-            self.active[rid] = (r, hashes, tokens)
+            self.active[rid] = [r, hashes, tokens]
         for r in range(self.n):
             self.nblocks[r] = len(rcs[r])
         self.bs = None   # keys are for the fast path in pieces only
@@ -108,8 +114,10 @@ class ActivePieces:
         return after - before
 
     def _use(self, r: int, segs, step: int) -> None:
-        """segs' hashes now active on replica r (step 1: dispatched) or no longer (-1: released)."""
-        full, bit = self.full[r], 1 << r
+        """segs' hashes now active on replica r (step 1: dispatched) or no longer (-1: released);
+        nblocks[r] and keys[r] (ptok[r] already changed) follow."""
+        full, part, bit = self.full[r], self.part[r], 1 << r
+        edge = 1 if step > 0 else 0   # a piece's count there: its first whole use came, or its last went
         nb = 0   # how many more of r's blocks are active
         for pc in segs.pieces:
             k = pc[-1]
@@ -118,38 +126,91 @@ class ActivePieces:
                 full[k] = c
             else:
                 del full[k]
-            if c == (1 if step > 0 else 0):   # its first whole use came, or its last went
-                pj = self.part[r].get(k)
-                partial = max(pj) if pj else 0
-                nb += step * (len(pc) - partial)
-                if not partial:
+            if c == edge:
+                pj = part.get(k) if part else None
+                if pj:
+                    nb += step * (len(pc) - max(pj))
+                else:
+                    nb += step * len(pc)
                     self._mark(k, bit, step > 0)
         if segs.part is not None:
             nb += self._use_part(r, segs, step)
         if segs.ntail:
-            t1 = segs.first_tail()
-            tails = self.tails[r]
-            group = tails.get(t1)
-            before = self._union(group) if group else 0
+            nb += self._use_tail(r, segs, step, bit)
+        self.nblocks[r] += nb
+        self._rekey(r)
+
+    def _use_tail(self, r: int, segs, step: int, bit: int) -> int:
+        """_use for segs' own hashes: how many more of them are active on replica r."""
+        t1 = segs.first_tail()
+        tails = self.tails[r]
+        group = tails.get(t1)
+        if group is None:   # (step 1) the first chain there with this first hash
+            tails[t1] = [segs]
+            before, after = 0, segs.ntail
+        elif step < 0 and len(group) == 1 and group[0] is segs:   # the last one goes
+            del tails[t1]
+            before, after = segs.ntail, 0
+        else:
+            before = self._union(group)
             if step > 0:
-                if group is None:
-                    group = tails[t1] = []
                 group.append(segs)
             else:
                 del group[next(i for i, g in enumerate(group) if g is segs)]
                 if not group:
                     del tails[t1]
             after = self._union(group) if group else 0
-            nb += after - before
-            if (before == 0) != (after == 0):
-                self._mark(t1, bit, bool(after))
-            c = self.own_firsts.get(t1, 0) + step
-            if c:
-                self.own_firsts[t1] = c
-            else:
-                del self.own_firsts[t1]
-        self.nblocks[r] += nb
-        self._key(r)
+        if (before == 0) != (after == 0):
+            self._mark(t1, bit, bool(after))
+        own = self.own_firsts
+        c = own.get(t1, 0) + step
+        if c:
+            own[t1] = c
+        else:
+            del own[t1]
+        return after - before
+
+    # -- keys: ptok + block size x nblocks per replica, the order of the costs of the replicas
+    # that hold none of the prompt (KvCost._lowest); the lowest and how many have it are kept
+    # as they change, read again from every key only when the last replica at it leaves it
+    def _keys_init(self) -> None:
+        bs = self.bs
+        self.keys = [p + bs * b for p, b in zip(self.ptok, self.nblocks)]
+        self.key_bound = max(self.key_bound, *self.keys)
+        self.low = None
+
+    def _rekey(self, r: int) -> None:
+        """keys[r] after ptok[r] or nblocks[r] changed."""
+        k = self.ptok[r] + self.bs * self.nblocks[r]
+        old = self.keys[r]
+        if k == old:
+            return
+        self.keys[r] = k
+        low = self.low
+        if low is not None:
+            if k < low:
+                self.low, self.nlow = k, 1
+            elif k == low:
+                self.nlow += 1
+            elif old == low:
+                self.nlow -= 1
+                if not self.nlow:
+                    self.low = None
+        if k > self.key_bound:
+            self.key_bound = k
+
+    def _low_group(self, some: list) -> list:
+        """The replicas not in `some` at the lowest key of every replica (see KvCost._lowest),
+        in order."""
+        keys, low = self.keys, self.low
+        if low is None:
+            low = self.low = min(keys)
+            self.nlow = keys.count(low)
+        if self.nlow == 1:
+            i = keys.index(low)
+            return () if i in some else self.alone[i]
+        at = list(compress(range(self.n), map(low.__eq__, keys)))
+        return at if set(some).isdisjoint(at) else [i for i in at if i not in some]
 
     def _segments(self, request, ctx, reps):
         """The prompt in pieces, or None (then the plain dicts, for good)."""
@@ -157,8 +218,7 @@ class ActivePieces:
             self.in_pieces = getattr(ctx, "prompt_segments", None) is not None and len(self._block_sizes(reps)) == 1
             if self.in_pieces:
                 self.bs = reps[0].block_size
-                for r in range(self.n):
-                    self._key(r)
+                self._keys_init()
         if not self.in_pieces:
             return None
         segs = ctx.prompt_segments(request, reps[0].block_size)
