@@ -166,6 +166,7 @@ class RoutingLoop:
         self.wake: list[tuple[float, int]] = []
         self.dirty: set[int] = set(range(len(backends)))
         self.rows: dict[str, list] = {k: [] for k in ROUTE_COLUMNS}
+        self._cands = (None, "")   # the last candidates tuple and its text
 
     def _counts_only(self) -> bool:
         return bool(self.router.reads_fleet and not self.router.reads_engine
@@ -399,7 +400,10 @@ class RoutingLoop:
         rows["arrival"].append(t)
         rows["replica"].append(go)
         rows["reason"].append(d.reason)
-        rows["candidates"].append(",".join(map(str, d.candidates)))
+        cands = d.candidates
+        if cands is not self._cands[0]:   # routers hand the same tuple (every replica) again and again
+            self._cands = (cands, ",".join(map(str, cands)))
+        rows["candidates"].append(self._cands[1])
         rows["scores"].append(_json_scores(d.scores) if s.record_scores and d.scores else "")
         rows["detail"].append(json.dumps(d.detail, sort_keys=True, separators=(",", ":"), default=float)
                               if s.record_scores and d.detail else "")
