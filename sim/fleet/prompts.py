@@ -425,7 +425,7 @@ class _Prompts:
         return (req.id, start, n) if start < n else None
 
     def _own(self, req, start: int, end: int):
-        """The request's own ids past its blocks: an array('I') made ahead with the next
+        """The request's own ids past its blocks: a uint32 array made ahead with the next
         OWN_BATCH planned requests' (one numpy pass), or a list made now for a request not planned."""
         i = self.where.get(id(req))
         if i is None or self.order[i] is not req:
@@ -439,10 +439,7 @@ class _Prompts:
                     idx.append(j)
                     spans.append(sp)
             flat, lens = own_prompt_tokens_flat(spans)
-            # ids < VOCAB_SIZE: the same values, 4 bytes each in an array('I'), whose slices a
-            # token-keyed tree takes as they are (numpy's would be copied into one first)
-            self.batch_ids = flat = flat.astype(np.uint32)
-            flat = array("I", flat.tobytes())
+            self.batch_ids = flat = flat.astype(np.uint32)   # ids < VOCAB_SIZE: the same values, as array('I') holds them
             ahead, where, bounds, at = {}, {}, [], 0
             for span, (j, k) in enumerate(zip(idx, lens)):
                 ahead[j] = flat[at:at + k]
@@ -617,7 +614,12 @@ class _Prompts:
             return None
         node, _, rest = p
         try:
-            return node, node.full_array(), rest if isinstance(rest, array) else array("I", rest)
+            if isinstance(rest, list):
+                own = array("I", rest)
+            else:
+                own = array("I")
+                own.frombytes(rest.tobytes())   # uint32, native order: what array('I') holds
+            return node, node.full_array(), own
         except (OverflowError, TypeError):
             return None
 
@@ -627,10 +629,8 @@ class _Prompts:
         try:
             if p is None:
                 return array("I", self.token_ids(req))
-            node, _, rest = p
-            if not len(rest):
-                return node.full_array()[:]
-            return node.full_array() + (rest if isinstance(rest, array) else array("I", rest))
+            node, full, own = self.parts(req)
+            return full + own
         except (OverflowError, TypeError):
             return None
 
