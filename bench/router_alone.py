@@ -118,7 +118,7 @@ def _record(name: str, wl, replicas: int, cost):
 def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: dict) -> tuple:
     """Replay the log on a fresh router; (CPU seconds per call kind, picks)."""
     from sim.fleet import FleetSettings
-    from sim.fleet.fleet import RoutingLoop, timed_requests
+    from sim.fleet.fleet import RoutingLoop, offer_prompts, timed_requests
     from sim.fleet.prefix_index import FleetPrefixIndex
     from sim.fleet.prompts import _Prompts
     from sim.fleet.routers import make_router
@@ -134,12 +134,7 @@ def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: 
     blocks, prefix = iter(log.blocks), iter(log.prefix)
     ctx = RouterContext(0.0, views, lambda i, req: next(blocks), prompts.token_ids, prompts.text,
                         in_flight=[0] * replicas, record_scores=False)
-    ctx.block_hashes = prompts.chain
-    ctx.prompt_length = prompts.length
-    ctx.prompt_token_array = prompts.token_array
-    ctx.text_block_hashes = prompts.text_chain
-    ctx.text_block_split = prompts.text_split
-    ctx.prompt_segments = prompts.segments
+    offer_prompts(ctx, prompts)   # what the run's loop offers
     groups = groups if router.reads_prefix_cache else {}
     indexes = {bs: FleetPrefixIndex(members, replicas) for bs, members in groups.items()}
     watchers = {i: idx.watcher(i) for idx in indexes.values() for i in idx.replicas}

@@ -114,6 +114,18 @@ class _LazyViews:
         return (self[i] for i in range(len(self.views)))
 
 
+def offer_prompts(ctx: RouterContext, prompts: _Prompts) -> None:
+    """What the routing loop offers its router of each request's prompt, made by `prompts` from
+    cached pieces (a router falls back to ctx.prompt_tokens / prompt_text where one is missing)."""
+    ctx.block_hashes = prompts.chain              # chain hashes as the replicas' prefix caches make them
+    ctx.prompt_length = prompts.length            # len(prompt_tokens(req)), without making them
+    ctx.prompt_token_array = prompts.token_array  # the ids as an array('I')
+    ctx.prompt_parts = prompts.parts              # the same as the shared blocks' and the rest
+    ctx.text_block_hashes = prompts.text_chain    # GIE's hashes of the text
+    ctx.text_block_split = prompts.text_split     # the same, as the shared prefix's and the rest
+    ctx.prompt_segments = prompts.segments        # the chain hashes in shared pieces
+
+
 class RoutingLoop:
     """Routes requests in arrival order over replica backends (simulated or recorded) and
     records every decision. A backend has: index, view (a ReplicaView), next_start, advance(t),
@@ -141,13 +153,7 @@ class RoutingLoop:
         views = _LazyViews(self) if self.lazy else [b.view for b in backends]
         self.ctx = RouterContext(0.0, views, self._cached_blocks, self.prompts.token_ids, self.prompts.text,
                                  in_flight=self.in_flight, record_scores=settings.record_scores)
-        self.ctx.block_hashes = self.prompts.chain   # a router hashing blocks as the replicas do reuses these
-        self.ctx.prompt_length = self.prompts.length   # len(prompt_tokens(req)), without making them
-        self.ctx.prompt_token_array = self.prompts.token_array   # the ids as an array('I'), from cached pieces
-        self.ctx.prompt_parts = self.prompts.parts               # the same as the shared blocks' and the rest
-        self.ctx.text_block_hashes = self.prompts.text_chain     # GIE's hashes of the text, from cached pieces
-        self.ctx.text_block_split = self.prompts.text_split      # the same, as the shared prefix's and the rest
-        self.ctx.prompt_segments = self.prompts.segments         # the chain hashes in shared pieces
+        offer_prompts(self.ctx, self.prompts)
         # the views' engine signals as lists in worker order, kept with them by _refresh (a router
         # reading every replica's reads two lists, not 64 objects)
         self.ctx.waiting = [b.view.waiting for b in backends]
