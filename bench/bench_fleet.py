@@ -149,7 +149,7 @@ def bench_scale(sizes, n: int, router: str, rate: float, groups: int, max_gb: fl
 # -- router: µs per decision --------------------------------------------------------------------
 
 # what the fleet's _Prompts makes of a request's prompt for a router (timed as "the prompt")
-PROMPT_PARTS = ("length", "token_ids", "chain", "text", "token_array", "parts", "text_chain", "text_split", "own_chain",
+PROMPT_PARTS = ("length", "token_ids", "chain", "text", "parts", "text_chain", "text_split", "own_chain",
                 "own", "segments")
 # the workload's part of it: a request's own ids past its prompt blocks, and their text (a real
 # router is sent them)

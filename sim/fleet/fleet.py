@@ -119,8 +119,7 @@ def offer_prompts(ctx: RouterContext, prompts: _Prompts) -> None:
     cached pieces (a router falls back to ctx.prompt_tokens / prompt_text where one is missing)."""
     ctx.block_hashes = prompts.chain              # chain hashes as the replicas' prefix caches make them
     ctx.prompt_length = prompts.length            # len(prompt_tokens(req)), without making them
-    ctx.prompt_token_array = prompts.token_array  # the ids as an array('I')
-    ctx.prompt_parts = prompts.parts              # the same as the shared blocks' and the rest
+    ctx.prompt_parts = prompts.parts              # the ids as array('I')s: the shared blocks' and the rest
     ctx.text_block_hashes = prompts.text_chain    # GIE's hashes of the text
     ctx.text_block_split = prompts.text_split     # the same, as the shared prefix's and the rest
     ctx.prompt_segments = prompts.segments        # the chain hashes in shared pieces

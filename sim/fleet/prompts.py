@@ -623,17 +623,6 @@ class _Prompts:
         except (OverflowError, TypeError):
             return None
 
-    def token_array(self, req):
-        """The prompt's ids as an array('I'), or None where an id does not fit one."""
-        p = self._prefix(req)
-        try:
-            if p is None:
-                return array("I", self.token_ids(req))
-            node, full, own = self.parts(req)
-            return full + own
-        except (OverflowError, TypeError):
-            return None
-
     def text_chain(self, req, block: int, max_blocks: int, seed: int) -> list[int]:
         """text_chain_hashes of the prompt's text, made from the prefix tree's pieces."""
         _, shared, own = self.text_split(req, block, max_blocks, seed)

@@ -100,7 +100,6 @@ def test_dispatched_walks_again_when_the_tree_changed_after_route():
         time = 0.0
         in_flight = [0, 0]
         record_scores = False
-        prompt_token_array = None
 
         @staticmethod
         def prompt_tokens(req):

@@ -109,12 +109,8 @@ class CacheAware(Router):
         self.everyone = tuple(range(self.n))
 
     def key_of(self, request, ctx):
+        """The prompt's whole key (walk_of's way where the loop offers the prompt's parts)."""
         if self.by_token:
-            made = getattr(ctx, "prompt_token_array", None)   # the loop's, from cached pieces of the prompt
-            if made is not None:
-                key = made(request)
-                if key is not None:
-                    return key
             ids = ctx.prompt_tokens(request)
             try:
                 return array("I", ids)      # 4 bytes a token in the tree; slices compare in C
