@@ -65,17 +65,15 @@ class BlockPool:
             self.log_names.append(rid)
         return c
 
-    def _log(self, block: int, rid: str, op: int) -> None:
-        if not self.logging:
-            return
-        self.kv_step.append(self.step)
-        self.kv_block.append(block)
-        self.kv_req.append(self._code(rid))
-        self.kv_op.append(op)
-
     def _log_many(self, blocks: list[int], rid: str, op: int) -> None:
         if self.logging:
             n = len(blocks)
+            if n == 1:   # most calls (a decode step's new block): plain appends cost less than extends
+                self.kv_step.append(self.step)
+                self.kv_block.append(blocks[0])
+                self.kv_req.append(self._code(rid))
+                self.kv_op.append(op)
+                return
             self.kv_step.extend(repeat(self.step, n))
             self.kv_block.extend(blocks)
             self.kv_req.extend(repeat(self._code(rid), n))
@@ -148,17 +146,19 @@ class BlockPool:
     # -- changes ---------------------------------------------------------------
     def touch(self, blocks: list[int], rid: str) -> None:
         """Take prefix-cache hits: free cached blocks leave the free queue."""
+        ref_cnt = self.ref_cnt
         for b in blocks:
-            if self.ref_cnt[b] == 0:
+            if ref_cnt[b] == 0:
                 del self._free[b]
                 self.num_cached_free -= 1
-            self.ref_cnt[b] += 1
-            self._log(b, rid, ACQUIRE)
+            ref_cnt[b] += 1
+        if blocks:   # logged in one go: a hit on a shared prompt is tens of blocks
+            self._log_many(blocks, rid, ACQUIRE)
 
     def allocate(self, n: int, rid: str) -> list[int]:
         if n > len(self._free):
             raise RuntimeError(f"allocate {n} blocks with {len(self._free)} free")
-        out = []
+        out, evicted = [], []
         for _ in range(n):
             b = self._free.popitem(last=False)[0]
             h = self.block_hash[b]
@@ -171,9 +171,11 @@ class BlockPool:
                         self.on_cache_change(h, False)
                 self.block_hash[b] = None
                 self.num_cached_free -= 1
-                self._log(b, "", EVICTED)
+                evicted.append(b)
             self.ref_cnt[b] = 1
             out.append(b)
+        if evicted:   # each logged before the blocks are acquired, as they happened
+            self._log_many(evicted, "", EVICTED)
         self._log_many(out, rid, ACQUIRE)
         return out
 
@@ -196,19 +198,22 @@ class BlockPool:
 
     def cache(self, blocks: list[int], hashes: list[int], start: int, stop: int, rid: str) -> None:
         """Mark blocks[start:stop] (now full of computed-or-scheduled tokens) as cached."""
+        block_hash, cached, done = self.block_hash, self._cached, []
         for i in range(start, stop):
             b = blocks[i]
-            if self.block_hash[b] is not None:
+            if block_hash[b] is not None:
                 continue
             h = hashes[i]
-            self.block_hash[b] = h
-            holders = self._cached.get(h)
+            block_hash[b] = h
+            holders = cached.get(h)
             if holders is None:
-                holders = self._cached[h] = {}
+                holders = cached[h] = {}
                 if self.on_cache_change is not None:
                     self.on_cache_change(h, True)
             holders[b] = None
-            self._log(b, rid, HASHED)
+            done.append(b)
+        if done:   # logged in one go, in the order they were cached
+            self._log_many(done, rid, HASHED)
 
     def check(self) -> None:
         """Internal consistency (used by property tests)."""

@@ -78,3 +78,32 @@ def test_change_log_records_owners():
     assert p.log_step == [3, 3, 4, 4]
     assert p.log_req == ["a"] * 4
     assert p.log_block[2:] == a[::-1]  # released tail first
+
+
+def test_the_change_log_keeps_every_change_in_order():
+    """Each block's change is one row, in the order the changes happened, whether a call logs one
+    block or many: hits, caching, a release tail first, evictions before the acquisitions that
+    caused them; request codes numbered as first logged."""
+    from sim.kvpool import ACQUIRE, EVICTED, HASHED, RELEASE
+    p = BlockPool(5, 4, enable_caching=True)
+    a = p.allocate(2, "a")
+    p.step = 1
+    p.cache(a, [11, 22], 0, 2, "a")
+    p.step = 2
+    p.touch(a, "b")
+    p.step = 3
+    p.free(a, "a")
+    p.free(a, "b")
+    p.step = 4
+    p.cache(a, [11, 22], 0, 2, "a")   # already cached: nothing logged
+    c = p.allocate(4, "c")            # the two never-used blocks, then the cached ones, evicted
+    assert (a, c) == ([1, 2], [3, 4, 2, 1])
+    assert p.log_rows() == [
+        (0, 1, "a", ACQUIRE), (0, 2, "a", ACQUIRE),
+        (1, 1, "a", HASHED), (1, 2, "a", HASHED),
+        (2, 1, "b", ACQUIRE), (2, 2, "b", ACQUIRE),
+        (3, 2, "a", RELEASE), (3, 1, "a", RELEASE), (3, 2, "b", RELEASE), (3, 1, "b", RELEASE),
+        (4, 2, "", EVICTED), (4, 1, "", EVICTED),
+        (4, 3, "c", ACQUIRE), (4, 4, "c", ACQUIRE), (4, 2, "c", ACQUIRE), (4, 1, "c", ACQUIRE)]
+    assert p.log_names == ["a", "b", "", "c"]
+    p.check()
