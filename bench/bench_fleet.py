@@ -7,6 +7,7 @@ costs, and a router grid through `python -m sim search`.
   python bench/bench_fleet.py --only router-alone     # each router's calls replayed outside the run (bench/router_alone.py)
   python bench/bench_fleet.py --only grid             # replicas x 4 routers, --workers 2 and local Ray
   python bench/bench_fleet.py --only real             # against the real fleets (bench/fleet_real.py)
+  python bench/bench_fleet.py --only page-sim         # the Fleet page's large run simulated, CPU s (--rounds)
   python bench/bench_fleet.py --only grid --grid-requests 100000 --grid-replicas 2,4,6,8,10,12,14,16
                                                       # the issue's full grid (32 configs: hours on 2 cores)
 
@@ -343,6 +344,32 @@ def bench_profile(replicas: int, n: int, router: str, rate: float, groups: int) 
         print(f"  {100 * tt / total:5.1f}% own {100 * ct / total:5.1f}% cum {nc:>11,} calls  {where}:{line} {fn}")
 
 
+# -- the Fleet page's large run ------------------------------------------------------------------
+
+def bench_page_sim(rounds: int, n: int = 20_000) -> list[float]:
+    """The run tests/e2e/test_fleet.py puts on the page (16 replicas x n chat requests of 4-16
+    output tokens, least_loaded, the full Trace), simulated `rounds` times: CPU seconds each. To
+    compare two commits, run this in a checkout of each, in turn, in one sitting."""
+    import dataclasses
+
+    import numpy as np
+
+    from sim.cost import cost_from_preset
+    from sim.fleet import FleetSettings, simulate_fleet
+    from sim.fleet.scenarios import chat
+    wl = chat(n=n, rate_per_s=80.0)
+    rng = np.random.default_rng(5)
+    wl.requests = [dataclasses.replace(r, max_tokens=int(rng.integers(4, 17))) for r in wl.requests]
+    times = []
+    for _ in range(rounds):
+        t = time.process_time()
+        simulate_fleet(wl, FleetSettings(replicas=16, router="least_loaded"), cost=cost_from_preset(COST))
+        times.append(time.process_time() - t)
+    print(f"-- the Fleet page's run, 16 replicas x {n:,} chat requests (least_loaded, full Trace): "
+          f"{', '.join(f'{x:.2f}' for x in times)} s CPU ({load()})", flush=True)
+    return times
+
+
 # -- grid: python -m sim search -----------------------------------------------------------------
 
 def bench_grid(replica_counts, n: int, total_rate: float, with_ray: bool) -> None:
@@ -417,6 +444,7 @@ def main() -> None:
     ap.add_argument("--grid-rate", type=float, default=128.0,
                     help="grid: requests/s in all (128: 2 and 4 replicas fall behind, 8 meet the SLO)")
     ap.add_argument("--no-ray", action="store_true", help="grid: local workers only")
+    ap.add_argument("--rounds", type=int, default=3, help="page-sim: runs")
     ap.add_argument("--max-gb", type=float, default=8.0, help="address-space cap of a scale child")
     ap.add_argument("--max-min", type=float, default=20.0, help="time cap of a scale child")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
@@ -449,6 +477,8 @@ def main() -> None:
     if "real" in only:   # the real fleets recorded here (bench/fleet_real.py)
         import fleet_real
         fleet_real.main()
+    if "page-sim" in only:
+        bench_page_sim(args.rounds)
     if "grid" in only:
         bench_grid([int(s) for s in args.grid_replicas.split(",")], args.grid_requests, args.grid_rate,
                    not args.no_ray)
