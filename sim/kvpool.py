@@ -174,7 +174,7 @@ class BlockPool:
                 evicted.append(b)
             self.ref_cnt[b] = 1
             out.append(b)
-        if evicted:   # each logged before the blocks are acquired, as they happened
+        if evicted:   # the evictions, then the acquisitions: the log's order as it always was
             self._log_many(evicted, "", EVICTED)
         self._log_many(out, rid, ACQUIRE)
         return out
