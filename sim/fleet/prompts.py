@@ -424,11 +424,17 @@ class _Prompts:
         start = len(blocks) * PROMPT_BLOCK_TOKENS
         return (req.id, start, n) if start < n else None
 
+    def _planned(self, req) -> int | None:
+        """req's index in the planned order, or None for a request not planned (an id() reused by
+        another object does not count)."""
+        i = self.where.get(id(req))
+        return i if i is not None and self.order[i] is req else None
+
     def _own(self, req, start: int, end: int):
         """The request's own ids past its blocks: a uint32 array made ahead with the next
         OWN_BATCH planned requests' (one numpy pass), or a list made now for a request not planned."""
-        i = self.where.get(id(req))
-        if i is None or self.order[i] is not req:
+        i = self._planned(req)
+        if i is None:
             return own_prompt_tokens(req.id, start, end)
         got = self.ahead.pop(i, None)
         if got is None:
@@ -458,8 +464,8 @@ class _Prompts:
         """The ids after the request's whole prompt blocks written out, as
         _written_vocab(self.rest(req)).encode() gives them: for a request of the last batch, cut
         from its text (written for the whole batch at once when first asked)."""
-        i = self.where.get(id(req))
-        got = self.batch_at.get(i) if i is not None and self.order[i] is req else None
+        i = self._planned(req)
+        got = self.batch_at.get(i) if i is not None else None
         if got is not None:
             if self.batch_text is None:
                 self.batch_text = written_ids(self.batch_ids, self.batch_bounds) or False

@@ -27,7 +27,6 @@ from ..routing import Decision, Router, register_router
 NAN = float("nan")
 _WAITING = attrgetter("waiting")
 _KV = attrgetter("kv_usage")
-_IN_FLIGHT = attrgetter("in_flight")
 
 
 def normalized_precise(blocks: list) -> list:
