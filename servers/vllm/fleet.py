@@ -48,6 +48,12 @@ TIME_COLUMNS = {"requests": ("arrival_time", "first_scheduled_time", "first_toke
                              "received_time"),
                 "steps": ("start", "end"), "events": ("time",)}
 APART_S = 24 * 3600.0   # recordings whose starts are further apart than this are hardly one fleet's run
+# A front-end arrival (vLLM's Request.arrival_time, the wall clock) is the request's time in the API
+# server before the scheduler got it: tokenizing, a hop to the engine, a step's wait at most. One
+# further from its add than this is on another clock (a harness that numbers arrivals 0, 1, 2...,
+# an engine that stamps a monotonic time) and says nothing of when the router sent it.
+FRONT_END_MAX_MS = 600_000.0
+CLOCK_SLACK_MS = 1_000.0    # an arrival after its add: the wall clock and the recorder's drift apart a little
 
 
 @dataclass
@@ -74,6 +80,7 @@ class FleetRequest:
     prompt_len: int
     max_tokens: int
     prompt_text: str | None = None
+    arrival_recorded: bool = True   # False: the recording had no arrival on its clock; `arrival` is `added`
 
 
 @dataclass
@@ -274,13 +281,24 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
             warn(w)
         replicas.append(FleetReplica(k, name, p, rec, tr, wl, verdict, off))
         text = {r.id: r.prompt_text for r in wl.requests}
+        off_clock = 0
         for a in rec.adds:
             added = a.get("added")
-            arrival = a.get("arrival") if a.get("arrival") is not None else added
+            arrival = a.get("arrival")
+            seen = arrival is not None and (added is None or
+                                            added - FRONT_END_MAX_MS <= arrival <= added + CLOCK_SLACK_MS)
+            if arrival is not None and not seen:
+                off_clock += 1
+            if not seen:
+                arrival = added
             requests.append(FleetRequest(
                 id=a["id"], client_id=client_id(a["id"]), replica=k,
                 arrival=None if arrival is None else arrival + off, added=None if added is None else added + off,
-                prompt_len=a["prompt_len"], max_tokens=a["max_tokens"], prompt_text=text.get(a["id"])))
+                prompt_len=a["prompt_len"], max_tokens=a["max_tokens"], prompt_text=text.get(a["id"]),
+                arrival_recorded=seen))
+        if off_clock:
+            warn(f"{off_clock:,} of {len(rec.adds):,} front-end arrival times are off the recorder's clock (over "
+                 f"{FRONT_END_MAX_MS / 60_000:.0f} minutes before their add, or after it): their add times stand in")
     order = {r.id: i for i, r in enumerate(requests)}
     requests.sort(key=lambda r: (r.arrival if r.arrival is not None else float("inf"), r.replica, order[r.id]))
     meta = {"time_unit": "ms", "time_origin_unix": origin, "vllm": next(iter(versions)), "replicas": names,

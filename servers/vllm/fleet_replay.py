@@ -38,8 +38,9 @@ def response_tail_ms(real: RealFleet) -> float:
     """The router's response tail, fitted on the recordings: the median time a request spent in
     vLLM's front end before the scheduler got it (arrival -> added). The way out (detokenizing,
     streaming the last event, the router passing it on) goes through the same front end; the
-    recordings see only the way in. 0 when no request has both times."""
-    d = np.array([q.added - q.arrival for q in real.requests if q.added is not None and q.arrival is not None],
-                 dtype=float)
+    recordings see only the way in. 0 when no request has both times (an arrival off the
+    recorder's clock is not one: the reader let it go)."""
+    d = np.array([q.added - q.arrival for q in real.requests
+                  if q.added is not None and q.arrival is not None and q.arrival_recorded], dtype=float)
     d = d[np.isfinite(d) & (d >= 0)]
     return float(np.median(d)) if len(d) else 0.0

@@ -302,6 +302,38 @@ def test_recordings_a_day_apart_are_read_with_a_warning(tmp_path):
     assert any("hours apart" in w for w in fleet.warnings)
 
 
+def test_arrivals_off_the_recorder_s_clock_give_way_to_the_add_times(tmp_path):
+    """An arrival years before its add (a harness that left vLLM's arrival_time at 0) or after it
+    is on another clock: the add time stands in, it is said once, and the tail is fitted on the
+    arrivals that are on the clock."""
+    from servers.vllm.fleet_replay import response_tail_ms
+    before = read_fleet(KIT_RECS)
+    rows = lines(KIT_RECS[1])
+    adds = [r for r in rows if r["kind"] == "add"]
+    adds[0]["arrival"] = -rows[0]["started_unix"] * 1000.0    # arrival_time 0
+    adds[1]["arrival"] = adds[1]["added"] + 5_000.0           # after its add
+    adds[2]["arrival"] = adds[2]["added"] - 700_000.0          # 11.7 minutes in the front end
+    fleet = read_fleet([KIT_RECS[0], write(tmp_path / "rec-8102.jsonl", rows)])
+    said = [w for w in fleet.warnings if "off the recorder's clock" in w]
+    assert len(said) == 1 and said[0].startswith(f"rec-8102: 3 of {len(adds)} ")
+    off = {a["id"] for a in adds[:3]}
+    by_id = {q.id: q for q in fleet.requests}
+    for rid in off:
+        q = by_id[rid]
+        assert q.arrival == q.added and not q.arrival_recorded
+    old = {q.id: q for q in before.requests}
+    assert all(by_id[i].arrival == old[i].arrival and by_id[i].arrival_recorded for i in old if i not in off)
+    tail = response_tail_ms(fleet)
+    assert 0 < tail < 1_000 and tail == pytest.approx(response_tail_ms(before), rel=0.5)
+    # an arrival a little after its add (the two clocks drift) is kept
+    rows = lines(KIT_RECS[1])
+    add = next(r for r in rows if r["kind"] == "add")
+    add["arrival"] = add["added"] + 3.0
+    fleet = read_fleet([KIT_RECS[0], write(tmp_path / "rec-8102.jsonl", rows)])
+    assert not [w for w in fleet.warnings if "off the recorder's clock" in w]
+    assert next(q for q in fleet.requests if q.id == add["id"]).arrival_recorded
+
+
 def test_names_are_the_stems_made_unique(tmp_path):
     rows = lines(KIT_RECS[1])
     (tmp_path / "b").mkdir()
