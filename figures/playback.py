@@ -393,16 +393,20 @@ def kv_map_figure(trace: Trace, step: int) -> go.Figure:
         fig.add_trace(legend_swatch("free, cached prefix", CACHED_FREE))
     fig.add_trace(legend_swatch("null block", NULL_BLOCK))
     cell = 46 if cols <= 16 else (26 if cols <= 40 else 9)
-    _base_layout(fig, int(min(640, max(170, 90 + rows * cell))),
+    height = int(min(640, max(170, 90 + rows * cell)))
+    _base_layout(fig, height,
                  legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                  meta={"step": int(step), "free": st["free"], "cached_free": st["cached_free"],
                        "used": st["used"], "blocks": n})
     fig.update_layout(margin={"l": 50 + tick_room((rows - 1) * cols, fits=1), "r": 10, "t": 46, "b": 10},
                       plot_bgcolor="white")
     fig.update_xaxes(visible=False, range=[-0.5, cols - 0.5])
+    # a label (the row's first block) every k rows, k such that labels stand ~18 px apart: a row is
+    # what is left of the height after the margins and a legend of up to three lines, shared out
+    every = max(1, math.ceil(18 / max((height - 150) / rows, 0.5)))
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, title_text="block row",
-                     tickmode="array", tickvals=list(range(rows)) if rows <= 30 else None,
-                     ticktext=[str(r * cols) for r in range(rows)] if rows <= 30 else None)
+                     tickmode="array", tickvals=list(range(0, rows, every)),
+                     ticktext=[str(r * cols) for r in range(0, rows, every)])
     return fig
 
 

@@ -163,6 +163,22 @@ def test_kv_map_shows_cached_free_and_shared_blocks():
     assert seen_cached and seen_shared
 
 
+@pytest.mark.parametrize("blocks", [100, 2000, 20000])
+def test_kv_map_row_labels_stand_apart_and_name_each_row_s_first_block(blocks):
+    """A big pool's rows are a few px each: only every k-th row is labelled (~18 px apart, not one
+    on top of another), each with the id of the block its row starts with."""
+    wl = scenarios.workload("prefix_sharing")
+    tr = simulate(type(wl)(wl.requests, {**wl.config, "num_gpu_blocks": blocks}))
+    fig = fp.kv_map_figure(tr, 1)
+    rows, cols = decode(as_json(fig)["data"][0]["z"]).shape
+    y = fig.layout.yaxis
+    vals, text = list(y.tickvals), list(y.ticktext)
+    assert len(vals) > 1 and vals[0] == 0 and text == [str(v * cols) for v in vals]
+    every = vals[1] - vals[0]
+    assert set(np.diff(vals)) == {every} and rows - 1 - vals[-1] < every   # evenly, down to the last rows
+    assert every * (fig.layout.height - 150) / rows >= 18
+
+
 # -- step inspector --------------------------------------------------------------------------------
 
 def test_inspector_tables(lesson):
