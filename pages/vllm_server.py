@@ -25,7 +25,7 @@ from sim.jsonout import dumps_strict
 from sim.overview import overview
 from sim.trace import Trace
 from sim.window import step_range, window
-from sim.versions import NEWEST, rules as version_rules
+from sim.versions import NEWEST, async_versions, rules as version_rules
 from ui import data_dir, primer
 from ui.exports import export_panel
 from ui.labels import fmt, plain, short_name
@@ -110,8 +110,8 @@ def load(key: str, name: str, _data):
         rules = mc.get("vllm_version", NEWEST)
         if mc.get("async_scheduling") and not version_rules(rules).async_scheduling:
             rules, no_rules = None, (f"this recording is of vLLM {rec.header.get('vllm')}'s async scheduler, and the "
-                                     "simulator models async scheduling on vLLM 0.34 only: it can be played back "
-                                     "but not re-simulated")
+                                     f"simulator models async scheduling on vLLM {async_versions()} only: it can be "
+                                     "played back but not re-simulated")
     return one_id_set(to_trace(rec)), {"warnings": rec.warnings, "header": rec.header, "ended": rec.ended,
                            "continues_earlier": rec.continues_earlier, "async": is_async(rec),
                            "rules": rules, "no_rules": no_rules}

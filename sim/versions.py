@@ -12,7 +12,7 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 | a request that preempts itself under the priority policy ends the running phase | yes | no | no |
 | long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | no |
 | cache-aware admission (cache_aware_admission_window / _threshold) | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | not modelled | not modelled | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | not modelled | yes | yes |
 
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
@@ -33,9 +33,13 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   off the traces in shared/vllm/cases034 (any other reading fails one of them). vLLM enables it only for FCFS with prefix
   caching and leaves it off otherwise without complaint; the simulator refuses such a config in one sentence
   instead, since whoever set a window meant it to act.
-- Async scheduling: only 0.34.0's AsyncScheduler driven by step_with_batch_queue is modelled
-  (sim/async_sched.py; core.py:758-871, async_scheduler.py:18-47); for older versions the
-  simulator refuses async_scheduling rather than guess.
+- Async scheduling: 0.34.0's AsyncScheduler driven by step_with_batch_queue is modelled
+  (sim/async_sched.py; core.py:758-871, async_scheduler.py:18-47). 0.33.0's is the same in what a
+  step decides: its step_with_batch_queue differs only in how it waits for the model and in draft
+  tokens, and its AsyncScheduler only in draft-token placeholders and a decode stagger that needs
+  the V2 model runner; 52 random draws traced with 0.33.0's classes are held line for line
+  (tests/test_vllm033_async.py). With 0.33's other rules, then. For 0.32 the simulator refuses
+  async_scheduling rather than guess.
 """
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ class Rules:
     threshold_without_chunking: bool
     # cache_aware_admission_window / _threshold exist (0.34)
     cache_aware_admission: bool
-    # async scheduling is modelled (0.34's AsyncScheduler)
+    # async scheduling is modelled (0.34's AsyncScheduler; 0.33's decides the same)
     async_scheduling: bool
 
 
@@ -79,7 +83,7 @@ RULES = {
     "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=False),
     "0.33": Rules("0.33", self_preemption_ends_running=False, threshold_without_chunking=True,
-                  cache_aware_admission=False, async_scheduling=False),
+                  cache_aware_admission=False, async_scheduling=True),
     "0.34": Rules("0.34", self_preemption_ends_running=False, threshold_without_chunking=False,
                   cache_aware_admission=True, async_scheduling=True),
 }
@@ -106,9 +110,15 @@ def rules(version) -> Rules:
     return RULES[normalize(version)]
 
 
+def async_versions() -> str:
+    """The versions whose async scheduling is modelled, as text: "0.33 and 0.34"."""
+    got = [v for v, r in RULES.items() if r.async_scheduling]
+    return " and ".join([", ".join(got[:-1]), got[-1]]) if len(got) > 1 else got[0]
+
+
 def check_options(cfg, scheduler: str | None = None) -> None:
     """ValueError with one plain sentence for a config whose version-dependent options do not go
-    together: an unknown version, async scheduling outside vLLM 0.34, with swap preemption or
+    together: an unknown version, async scheduling where it is not modelled (0.32), with swap preemption or
     (when `scheduler` is given) with a scheduler other than vllm, cache-aware admission before
     0.34. `cfg` is a SchedulerConfig."""
     r = rules(cfg.vllm_version)
@@ -117,8 +127,8 @@ def check_options(cfg, scheduler: str | None = None) -> None:
             raise ValueError(f"async_scheduling is vLLM's (AsyncScheduler); the {scheduler} scheduler "
                              f"has no async mode: turn it off or use the vllm scheduler")
         if not r.async_scheduling:
-            raise ValueError(f"async_scheduling is modelled on vLLM 0.34's AsyncScheduler; with "
-                             f"vllm_version {r.version} turn it off, or set vllm_version to 0.34")
+            raise ValueError(f"async_scheduling is modelled on vLLM {async_versions()}'s AsyncScheduler; with "
+                             f"vllm_version {r.version} turn it off, or set vllm_version to {VERSIONS[-1]}")
         if cfg.preemption_mode != "recompute":
             raise ValueError("async_scheduling is modelled with vLLM's own preemption (recompute), "
                              "not swap: set preemption_mode to recompute or turn async off")

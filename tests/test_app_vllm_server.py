@@ -115,7 +115,7 @@ def test_the_page_says_the_mode_and_the_rules(page):
      "played back but not re-simulated."),
     (lambda: _async_recording("preempt_fcfs", "0.32.0"),
      "This recording is of vLLM 0.32.0's async scheduler, and the simulator models async scheduling on vLLM "
-     "0.34 only: it can be played back but not re-simulated."),
+     "0.33 and 0.34 only: it can be played back but not re-simulated."),
 ])
 def test_a_recording_without_rules_is_played_back_with_one_sentence(data, says):
     """No rules for the vLLM that made it: one plain sentence, never a traceback; playback stays,

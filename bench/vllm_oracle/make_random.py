@@ -160,6 +160,15 @@ def draw_tiny(k: int, seed: int) -> dict:
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
+def for_033(wl: dict) -> dict:
+    """A draw as vLLM 0.33 can run it: no cache-aware admission, vllm_version 0.33."""
+    c = wl["config"]
+    c.pop("cache_aware_admission_window", None)
+    c.pop("cache_aware_admission_threshold", None)
+    c["vllm_version"] = "0.33"
+    return wl
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "vllm034_random"))
@@ -168,6 +177,10 @@ def main(argv=None) -> int:
     ap.add_argument("--extra", type=int, default=6, help="draws of each of the tight and tiny profiles")
     ap.add_argument("--scale", type=float, default=1.0, help="longer workloads (to hunt; the fixtures use 1)")
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33"),
+                    help="0.33: the same draws without cache-aware admission (0.33 has none), traced with vLLM "
+                         "0.33.0's AsyncScheduler only (its sync traces come from the shared 0.33 harness); "
+                         "named rand033a_<k> etc. (tests/fixtures/vllm033_async_random)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -177,11 +190,15 @@ def main(argv=None) -> int:
         print(f"vLLM {trace034.installed_version()}", file=sys.stderr)
     todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
     todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
+    modes = (("sync", False), ("async", True))
+    if a.vllm == "0.33":
+        todo = [(name.replace("034", "033a"), for_033(wl)) for name, wl in todo]
+        modes = (("async", True),)
     for name, wl in todo:
         (out / f"{name}.workload.json").write_text(json.dumps(wl, separators=(",", ":")) + "\n")
         if a.no_trace:
             continue
-        for mode, is_async in (("sync", False), ("async", True)):
+        for mode, is_async in modes:
             with open(out / f"{name}.{mode}.vllm.jsonl", "w") as f:
                 lines = trace034.trace(wl, f, is_async)
             print(f"{name} {mode}: {lines} lines", file=sys.stderr)

@@ -30,7 +30,7 @@ num_gpu_blocks, block_size, max_num_batched_tokens, max_num_seqs, policy, enable
 long_prefill_token_threshold, enable_chunked_prefill, max_model_len (null: the longest request),
 scheduler_reserve_full_isl, watermark, cache_aware_admission_window,
 cache_aware_admission_threshold, async_scheduling; vllm_version is the simulator's and must be
-0.34 when given. A request with arrival_step a is added right before call a + 1, in workload
+the installed vLLM's when given. A request with arrival_step a is added right before call a + 1, in workload
 order within a step; its arrival_time is the add order. Prompt and sampled token ids are the
 ones of the shared oracle (same seeds give the same ids), so traces are comparable.
 
@@ -49,6 +49,12 @@ Check it: SCHEDLAB_ORACLE034=/tmp/oracle034/bin/python pytest tests/test_vllm034
 this harness and wants the shared 0.34 cases (sync and async) and a committed draw back, byte
 for byte.
 
+vLLM 0.33.0 runs under it too (ALSO_RUNS), for its AsyncScheduler: 0.33.0's
+EngineCore.step_with_batch_queue differs from 0.34.0's only where it waits for the model's output
+and in draft tokens, which this loop has none of. Its ModelRunnerOutput also takes
+req_id_to_index, it has no cache-aware admission (a window is refused), and its waiting queues
+are read as far as it has them. Its sync traces come from the shared 0.33 harness.
+
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
     /tmp/oracle034/bin/python bench/vllm_oracle/trace034.py W.json -o W.vllm.jsonl
@@ -60,6 +66,7 @@ make_random.py writes the random workloads of tests/fixtures/vllm034_random and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -76,6 +83,7 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
     os.environ.setdefault(_k, _v)
 
 PINNED_VERSION = "0.34.0"
+ALSO_RUNS = ("0.33.0",)   # see the module's text
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -120,8 +128,11 @@ def effective_config(workload: dict) -> tuple[dict, int]:
     would not start with."""
     cfg = {**BASE, **workload.get("config", {})}
     version = cfg.pop("vllm_version", None)
-    if version is not None and not str(version).startswith("0.34"):
-        raise SystemExit(f"this harness runs vLLM {PINNED_VERSION}; the workload asks for {version}")
+    running = _installed_release()
+    if version is not None and not running.startswith(str(version)):
+        raise SystemExit(f"vLLM {running} is installed; the workload asks for {version}")
+    if not running.startswith("0.34") and cfg["cache_aware_admission_window"]:
+        raise SystemExit(f"vLLM {running} has no cache-aware admission")
     unknown = set(cfg) - set(BASE)
     if unknown:
         raise SystemExit(f"config keys this harness does not pass to vLLM: {sorted(unknown)}")
@@ -172,9 +183,10 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
         max_model_len=max_len, long_prefill_token_threshold=int(cfg["long_prefill_token_threshold"]),
         enable_chunked_prefill=bool(cfg["enable_chunked_prefill"]), policy=cfg["policy"],
         scheduler_reserve_full_isl=bool(cfg["scheduler_reserve_full_isl"]), watermark=float(cfg["watermark"]),
-        cache_aware_admission_window=int(cfg["cache_aware_admission_window"]),
-        cache_aware_admission_threshold=float(cfg["cache_aware_admission_threshold"]),
-        async_scheduling=is_async, is_encoder_decoder=False)
+        async_scheduling=is_async, is_encoder_decoder=False,
+        **({"cache_aware_admission_window": int(cfg["cache_aware_admission_window"]),
+            "cache_aware_admission_threshold": float(cfg["cache_aware_admission_threshold"])}
+           if _installed_release().startswith("0.34") else {}))
     block_size, num_blocks = int(cfg["block_size"]), int(cfg["num_gpu_blocks"])
     # On an x86 CPU, vLLM 0.34 refuses to build a config without Triton's CPU backend
     # (platforms/cpu.py:242-243), which only its model runner needs. That check is the one reader
@@ -225,18 +237,23 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
 
     def tail_lists(line: dict) -> None:
         line["running"] = [r.request_id for r in sched.running]
-        line["waiting"] = [r.request_id for q in (sched.kv_holding_waiting, sched.waiting, sched.async_kv_waiting)
-                           for r in q]
+        line["waiting"] = [r.request_id for q in queues for r in q]
         if caching:
             line["cached_free_blocks"] = sum(1 for b in pool.blocks
                                              if b.ref_cnt == 0 and not b.is_null and b.block_hash is not None)
+
+    # kv_holding_waiting + waiting + async_kv_waiting, as far as this vLLM has them (0.33: no async_kv_waiting)
+    queues = [q for q in (getattr(sched, "kv_holding_waiting", None), sched.waiting,
+                          getattr(sched, "async_kv_waiting", None)) if q is not None]
+    by_index = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}   # 0.33 wants it
 
     def apply(item) -> list[str]:
         step, so, samplers = item
         ids = list(so.num_scheduled_tokens)
         # one token for each request that samples, at its next output position when it lands
         toks = [[sampled_id(rid, sched.requests[rid].num_output_tokens)] if rid in samplers else [] for rid in ids]
-        outs = sched.update_from_output(so, ModelRunnerOutput(req_ids=ids, sampled_token_ids=toks))
+        index = {"req_id_to_index": {rid: i for i, rid in enumerate(ids)}} if by_index else {}
+        outs = sched.update_from_output(so, ModelRunnerOutput(req_ids=ids, sampled_token_ids=toks, **index))
         return [o.request_id for eco in outs.values() for o in eco.outputs if o.finish_reason is not None]
 
     while done < len(reqs):
@@ -300,6 +317,11 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     return call
 
 
+def _installed_release() -> str:
+    from vllm import __version__
+    return str(__version__)
+
+
 def installed_version() -> str:
     from vllm import _version
     return f"{_version.__version__} ({_version.__commit_id__})"
@@ -316,8 +338,9 @@ def main(argv=None) -> int:
                       help="AsyncScheduler + EngineCore.step_with_batch_queue")
     a = ap.parse_args(argv)
     version = installed_version()
-    if not version.startswith(PINNED_VERSION + " "):
-        raise SystemExit(f"vLLM {version} is installed; this harness is pinned to {PINNED_VERSION}")
+    if not any(version.startswith(v + " ") for v in (PINNED_VERSION, *ALSO_RUNS)):
+        raise SystemExit(f"vLLM {version} is installed; this harness runs {PINNED_VERSION} "
+                         f"(and {', '.join(ALSO_RUNS)})")
     if a.out_dir:
         os.makedirs(a.out_dir, exist_ok=True)
     elif len(a.workloads) > 1:

@@ -95,7 +95,18 @@ def _settings(s) -> dict:
         "watermark": float(getattr(sc, "watermark", 0.0) or 0.0),
         "max_model_len": int(s.max_model_len),
         "async_scheduling": bool(sc.async_scheduling),
+        **_admission(sc),
     }
+
+
+def _admission(sc) -> dict:
+    """vLLM 0.34's cache-aware admission settings, where the scheduler has them (older ones do
+    not: nothing is written, and the reader keeps admission off)."""
+    window = getattr(sc, "cache_aware_admission_window", None)
+    if window is None:
+        return {}
+    return {"cache_aware_admission_window": int(window),
+            "cache_aware_admission_threshold": float(getattr(sc, "cache_aware_admission_threshold", 0.5))}
 
 
 def _finite(obj):

@@ -13,12 +13,13 @@ from itertools import chain
 from sim import versions
 from sim.inputs import check_config
 
-from ..format import FORMAT, RECORDED_WITH, VERSION
+from ..format import CHECKED_WITH, FORMAT, VERSION
 
 # the header's settings that are the simulator's (SchedulerConfig) knobs, by the same names
 CONFIG_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "policy",
                "enable_prefix_caching", "long_prefill_token_threshold", "enable_chunked_prefill",
-               "max_model_len", "scheduler_reserve_full_isl", "watermark")
+               "max_model_len", "scheduler_reserve_full_isl", "watermark", "cache_aware_admission_window",
+               "cache_aware_admission_threshold")
 LINE_KINDS = frozenset(("step", "add", "finish", "end", "header", "rotate"))   # what the recorder writes
 INT_MAX = 2**53   # counts, ids, block numbers: past this the Trace's columns (float64 on the way) would round them
 _INF = (float("inf"), float("-inf"))
@@ -263,13 +264,13 @@ def check_header(obj, raw: bytes, warn) -> dict:
     if not isinstance(v, int) or v > VERSION:
         warn(f"recorded by a newer recorder (format version {v}; this reader knows {VERSION}): "
              "fields it does not know are ignored")
-    if obj.get("vllm") != RECORDED_WITH:
+    if str(obj.get("vllm")).split("+")[0] not in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside
         try:   # the simulator's rules follow the header's version (mode_config); the recorder's reads do not
             ruled = f"re-simulated with vLLM {versions.normalize(str(obj.get('vllm')))}'s rules"
         except ValueError:
             ruled = "the simulator has no rules for that version"
-        warn(f"recorded with vLLM {obj.get('vllm')}; the recorder was built and checked inside vLLM "
-             f"{RECORDED_WITH}, so what it read of this version's scheduler is unchecked ({ruled})")
+        warn(f"recorded with vLLM {obj.get('vllm')}; the recorder was checked inside vLLM "
+             f"{', '.join(CHECKED_WITH)}, so what it read of this version's scheduler is unchecked ({ruled})")
     if not isinstance(obj.get("config"), dict):
         warn("the header has no scheduler settings: the recording cannot be re-simulated")
         obj["config"] = {}

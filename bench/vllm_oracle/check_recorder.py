@@ -1,0 +1,120 @@
+"""The recorder (servers/vllm/recorder.py) inside another vLLM's own scheduler classes: each
+workload is run, without a model, through that vLLM's Scheduler (and, for 0.33 and 0.34, its
+AsyncScheduler with the engine's batch queue) with the recorder plugged in, and each recording is
+read back and re-simulated: every step must be the same (servers.vllm.compare.decisions). This is
+how the versions in servers/vllm/format.py's CHECKED_WITH were checked. Not part of CI (it needs
+a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0).
+
+    python bench/vllm_oracle/check_recorder.py --python /tmp/oracle034/bin/python [--out DIR] [WORKLOAD ...]
+
+Without workloads: the committed random draws (tests/fixtures/vllm034_random; their cache-aware
+admission settings are dropped for a vLLM before 0.34, which has none). The loops are the
+project's harnesses: trace034.py's for 0.33 and 0.34, tests/fixtures/vllm/vllm_trace.py's (sync) for 0.32.
+Prints one line per recording that differs and the counts; exits 1 if any differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+DRAWS = ROOT / "tests" / "fixtures" / "vllm034_random"
+
+
+def _record(out: Path, workloads: list[str]) -> None:
+    """Child, on the vLLM's Python: write OUT/<name>.<mode>.jsonl for each workload."""
+    sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "fixtures" / "vllm")]
+    os.environ["SCHEDLAB_VLLM_TRACE"] = os.devnull
+    from vllm import __version__ as version
+    new = version.startswith(("0.33", "0.34"))   # the versions trace034.py runs, sync and async
+    if new:
+        import trace034   # vLLM's CPU environment, and its loop
+        import vllm.v1.core.sched.async_scheduler as async_mod
+        import vllm.v1.core.sched.scheduler as sched_mod
+    else:
+        import vllm_trace   # noqa: F401  (the CPU environment)
+        import vllm.v1.core.sched.scheduler as sched_mod
+        if version.startswith("0.32"):   # its block hasher takes no lookahead: the driver's own
+            sys.path.insert(0, str(ROOT / "tests" / "servers" / "vllm"))
+            import drive_recorder   # noqa: F401
+    from servers.vllm import recorder
+
+    made = []   # the schedulers made, so that each recording is closed when its run ends
+
+    def noted(cls):
+        class Noted(cls):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                made.append(self)
+        Noted.__name__ = cls.__name__   # the header names the recorder's class
+        return Noted
+
+    sched_mod.Scheduler = noted(recorder.RecordingScheduler)
+    if new:
+        async_mod.AsyncScheduler = noted(recorder.AsyncRecordingScheduler)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in workloads:
+        wl = json.loads(Path(path).read_text())
+        cfg = wl.setdefault("config", {})
+        cfg.pop("vllm_version", None)
+        if not version.startswith("0.34"):
+            cfg.pop("cache_aware_admission_window", None)
+            cfg.pop("cache_aware_admission_threshold", None)
+        name = Path(path).name.removesuffix(".workload.json")
+        for mode in ("sync", "async") if new else ("sync",):
+            os.environ["SCHEDLAB_VLLM_TRACE"] = str(out / f"{name}.{mode}.jsonl")
+            with open(os.devnull, "w") as sink:
+                if new:
+                    trace034.trace(wl, sink, mode == "async")
+                else:
+                    vllm_trace.run(wl, sink, 200_000)
+            for s in made:
+                if s._rec is not None:
+                    s._rec.close()
+                    s._rec = None
+            made.clear()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--python", help="a Python with the vLLM to check")
+    ap.add_argument("--out", help="keep the recordings here (default: a temporary folder)")
+    ap.add_argument("--record", help=argparse.SUPPRESS)   # the child's mode: record into this folder
+    ap.add_argument("workloads", nargs="*")
+    a = ap.parse_args()
+    if a.record:
+        _record(Path(a.record), a.workloads)
+        return 0
+    if not a.python:
+        ap.error("--python is required")
+    workloads = a.workloads or sorted(map(str, DRAWS.glob("*.workload.json")))
+    sys.path.insert(0, str(ROOT))
+    from servers.vllm.compare import decisions
+    from servers.vllm.recording import read_recording
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(a.out or tmp)
+        subprocess.run([a.python, __file__, "--record", str(out), *workloads], check=True, capture_output=True)
+        same = differ = 0
+        versions = set()
+        for rec_path in sorted(out.glob("*.jsonl")):
+            rec = read_recording(rec_path)
+            versions.add(rec.header.get("vllm"))
+            d = decisions(rec)
+            if d.get("equal"):
+                same += 1
+            else:
+                differ += 1
+                print(f"DIFFERENT: {rec_path.name}: {d.get('first_difference')}")
+    print(f"vLLM {', '.join(sorted(map(str, versions)))}: {same} recordings re-simulated step for step, "
+          f"{differ} differ")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Recordings the recorder wrote inside vLLM 0.33.0's and 0.34.0's own scheduler classes
+(tests/fixtures/vllm_recorded, made by bench/vllm_oracle/check_recorder.py from the committed
+random draws, v034_* and v033_*, each in sync and async mode). Each is read without a warning
+(those are versions the recorder was checked inside) and re-simulated step for step with its
+version's rules, cache-aware admission (0.34, in the header) included."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from servers.vllm.compare import decisions
+from servers.vllm.recording import is_async, read_recording, to_workload
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORDED = ROOT / "tests" / "fixtures" / "vllm_recorded"
+NAMES = sorted(p.name for p in RECORDED.glob("*.jsonl.gz"))
+ADMISSION = ("cache_aware_admission_window", "cache_aware_admission_threshold")
+
+
+def test_the_fixtures_cover_both_versions_both_modes_and_admission():
+    assert len(NAMES) >= 30
+    heads = {n: json.loads(gzip.open(RECORDED / n, "rt").readline()) for n in NAMES}
+    assert {h["vllm"] for h in heads.values()} == {"0.33.0", "0.34.0"}
+    assert {h["scheduler_class"] for h in heads.values()} == {"RecordingScheduler", "AsyncRecordingScheduler"}
+    windows = [h["config"].get("cache_aware_admission_window") for h in heads.values() if h["vllm"] == "0.34.0"]
+    assert all(w is not None for w in windows) and sum(1 for w in windows if w) >= 10
+    assert all(ADMISSION[0] not in h["config"] for h in heads.values() if h["vllm"] == "0.33.0")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_recording_of_a_checked_vllm_reads_cleanly_and_is_re_made_step_for_step(name):
+    rec = read_recording(RECORDED / name)
+    assert rec.warnings == []
+    assert is_async(rec) == (".async." in name)
+    v = decisions(rec)
+    assert v["equal"], (name, v["first_difference"])
+    assert v["simulated_as"] == {"vllm_version": rec.header["vllm"][:4], "async_scheduling": is_async(rec)}
+    assert v["steps"] > 5
+
+
+def test_cache_aware_admission_in_the_header_is_what_makes_those_runs_equal(tmp_path):
+    """Without the two settings (what the recorder wrote before it wrote them) the re-simulation
+    of some of these runs parts from the recording: the settings are read, and they matter."""
+    parted = 0
+    for name in NAMES:
+        lines = gzip.open(RECORDED / name, "rt").read().splitlines()
+        head = json.loads(lines[0])
+        if not head["config"].get("cache_aware_admission_window"):
+            continue
+        for k in ADMISSION:
+            del head["config"][k]
+        p = tmp_path / name.removesuffix(".gz")
+        p.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+        rec = read_recording(p)
+        assert ADMISSION[0] not in to_workload(rec).config
+        parted += not decisions(rec)["equal"]
+    assert parted >= 2
+
+
+@pytest.mark.parametrize("version,warned", [("0.34.0", False), ("0.34.0+cu130", False), ("0.33.0", False),
+                                            ("0.34.1", True), ("0.35.0", True), ("unknown", True)])
+def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, warned):
+    lines = gzip.open(RECORDED / NAMES[-1], "rt").read().splitlines()
+    head = json.loads(lines[0])
+    head["vllm"] = version
+    p = tmp_path / "rec.jsonl"
+    p.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+    said = [w for w in read_recording(p).warnings if "the recorder was checked inside" in w]
+    assert bool(said) == warned
+    if warned:
+        assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.32.0, "
+                                  "0.33.0, 0.34.0")
