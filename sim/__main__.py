@@ -303,11 +303,14 @@ def cmd_vllm(args) -> int:
     if args.oracle_jsonl:
         with open(args.oracle_jsonl, "w") as f:
             f.writelines(dumps_strict(line) + "\n" for line in oracle_lines(rec))
+    said = len(rec.warnings)
     try:   # a vLLM without rules here: played back (the Trace above), not re-simulated
         wl = to_workload(rec)
         verdict = decisions(rec)
     except ValueError as e:
         raise SystemExit(f"{args.recording}: {e}") from None
+    for w in rec.warnings[said:]:   # what re-simulating found (no prompts to re-make prefix hits from)
+        print(f"warning: {args.recording}: {w}", file=sys.stderr)
     if args.workload:
         with open(args.workload, "w") as f:
             f.write(wl.dumps() + "\n")

@@ -73,3 +73,22 @@ def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, w
     if warned:
         assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.32.0, "
                                   "0.33.0, 0.34.0")
+
+
+def test_a_recording_without_prompts_says_why_prefix_hits_part(tmp_path):
+    """SCHEDLAB_VLLM_PROMPTS=none on a server with prefix caching: sim vllm says, on stderr in
+    text mode too, that the prefix-cache hits cannot be re-made."""
+    import subprocess
+    import sys
+    lines = [json.loads(x) for x in gzip.open(RECORDED / "v034_rand034_22.sync.jsonl.gz", "rt")]
+    assert lines[0]["config"]["enable_prefix_caching"]
+    lines[0]["prompts"] = "none"
+    for x in lines:
+        x.pop("prompt", None)
+    p = tmp_path / "rec.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p)], cwd=ROOT, capture_output=True, text=True,
+                       check=True)
+    assert "prompts were not recorded (SCHEDLAB_VLLM_PROMPTS=none): prefix-cache hits cannot be re-simulated" \
+        in r.stderr
+    assert "Traceback" not in r.stderr
