@@ -12,7 +12,7 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 | a request that preempts itself under the priority policy ends the running phase | yes | no | no |
 | long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | no |
 | cache-aware admission (cache_aware_admission_window / _threshold) | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | not modelled | yes | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes |
 
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
@@ -34,12 +34,12 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   caching and leaves it off otherwise without complaint; the simulator refuses such a config in one sentence
   instead, since whoever set a window meant it to act.
 - Async scheduling: 0.34.0's AsyncScheduler driven by step_with_batch_queue is modelled
-  (sim/async_sched.py; core.py:758-871, async_scheduler.py:18-47). 0.33.0's is the same in what a
-  step decides: its step_with_batch_queue differs only in how it waits for the model and in draft
-  tokens, and its AsyncScheduler only in draft-token placeholders and a decode stagger that needs
-  the V2 model runner; 52 random draws traced with 0.33.0's classes are held line for line
-  (tests/test_vllm033_async.py). With 0.33's other rules, then. For 0.32 the simulator refuses
-  async_scheduling rather than guess.
+  (sim/async_sched.py; core.py:758-871, async_scheduler.py:18-47). 0.33.0's and 0.32.0's decide
+  the same: their step_with_batch_queue differs only in how it waits for the model and in draft
+  tokens; their AsyncScheduler in draft-token placeholders, a decode stagger that needs the V2
+  model runner, and (0.32) its own _update_request_with_output for stale tokens, which comes to
+  the same. 52 random draws traced with each version's classes are held line for line
+  (tests/test_vllm_older_async.py), with that version's other rules.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class Rules:
     threshold_without_chunking: bool
     # cache_aware_admission_window / _threshold exist (0.34)
     cache_aware_admission: bool
-    # async scheduling is modelled (0.34's AsyncScheduler; 0.33's decides the same)
+    # async scheduling is modelled (0.34's AsyncScheduler; 0.33's and 0.32's decide the same)
     async_scheduling: bool
 
 
@@ -81,7 +81,7 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 RULES = {
     "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
-                  cache_aware_admission=False, async_scheduling=False),
+                  cache_aware_admission=False, async_scheduling=True),
     "0.33": Rules("0.33", self_preemption_ends_running=False, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True),
     "0.34": Rules("0.34", self_preemption_ends_running=False, threshold_without_chunking=False,
@@ -111,14 +111,14 @@ def rules(version) -> Rules:
 
 
 def async_versions() -> str:
-    """The versions whose async scheduling is modelled, as text: "0.33 and 0.34"."""
+    """The versions whose async scheduling is modelled, as text: "0.32, 0.33 and 0.34"."""
     got = [v for v, r in RULES.items() if r.async_scheduling]
     return " and ".join([", ".join(got[:-1]), got[-1]]) if len(got) > 1 else got[0]
 
 
 def check_options(cfg, scheduler: str | None = None) -> None:
     """ValueError with one plain sentence for a config whose version-dependent options do not go
-    together: an unknown version, async scheduling where it is not modelled (0.32), with swap preemption or
+    together: an unknown version, async scheduling where it is not modelled, with swap preemption or
     (when `scheduler` is given) with a scheduler other than vllm, cache-aware admission before
     0.34. `cfg` is a SchedulerConfig."""
     r = rules(cfg.vllm_version)

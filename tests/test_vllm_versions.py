@@ -107,8 +107,8 @@ def test_version_defaults_and_the_rules_table():
     assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True, False, False]
     assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True, True, False]
     assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False, False, True]
-    assert [r[v].async_scheduling for v in versions.VERSIONS] == [False, True, True]   # 0.33: tests/test_vllm033_async.py
-    assert versions.async_versions() == "0.33 and 0.34"
+    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True, True, True]   # tests/test_vllm_older_async.py
+    assert versions.async_versions() == "0.32, 0.33 and 0.34"
     for given, short in (("0.34", "0.34"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32"), ("v0.33.1", "0.33")):
         assert versions.normalize(given) == short
 
@@ -156,7 +156,6 @@ def test_the_threshold_decides_when_the_window_acts():
     ({"async_scheduling": "yes"}, "must be true or false"),
     ({"async_scheduling": True, "scheduler": "static"}, "the static scheduler has no async mode"),
     ({"async_scheduling": True, "scheduler": "llama_slots"}, "the llama_slots scheduler has no async mode"),
-    ({"async_scheduling": True, "vllm_version": "0.32"}, "modelled on vLLM 0.33 and 0.34"),
     ({"async_scheduling": True, "preemption_mode": "swap"}, "not swap"),
     ({"cache_aware_admission_window": 8, "vllm_version": "0.33"}, "a vLLM 0.34 setting"),
     ({"cache_aware_admission_window": -1}, "from 0 to 1,000,000"),

@@ -9,7 +9,7 @@ that says which rules a run followed.
     st.caption(vllm_mode.describe(trace))                             # "vLLM 0.34 rules · async scheduling"
 
 The rules themselves live in sim/versions.py; a combination the simulator refuses (async with
-another scheduler, with swap, or on 0.32) is refused by simulate() in one sentence, which
+another scheduler, or with swap) is refused by simulate() in one sentence, which
 the page shows as it shows any config that cannot run.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM
                 "ignores the long-prefill threshold without chunked prefill.")
 ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
               "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
-              "vLLM 0.33 and 0.34, with the vLLM scheduler and recompute preemption only.")
+              "vLLM 0.32-0.34, with the vLLM scheduler and recompute preemption only.")
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:

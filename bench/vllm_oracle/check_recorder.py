@@ -1,6 +1,6 @@
 """The recorder (servers/vllm/recorder.py) inside another vLLM's own scheduler classes: each
-workload is run, without a model, through that vLLM's Scheduler (and, for 0.33 and 0.34, its
-AsyncScheduler with the engine's batch queue) with the recorder plugged in, and each recording is
+workload is run, without a model, through that vLLM's Scheduler and its AsyncScheduler (with the
+engine's batch queue) with the recorder plugged in, and each recording is
 read back and re-simulated: every step must be the same (servers.vllm.compare.decisions). This is
 how the versions in servers/vllm/format.py's CHECKED_WITH were checked. Not part of CI (it needs
 a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0).
@@ -9,7 +9,7 @@ a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0
 
 Without workloads: the committed random draws (tests/fixtures/vllm034_random; their cache-aware
 admission settings are dropped for a vLLM before 0.34, which has none). The loops are the
-project's harnesses: trace034.py's for 0.33 and 0.34, tests/fixtures/vllm/vllm_trace.py's (sync) for 0.32.
+project's harness: trace034.py's (it runs 0.32.0, 0.33.0 and 0.34.0).
 Prints one line per recording that differs and the counts; exits 1 if any differs.
 """
 from __future__ import annotations
@@ -32,17 +32,9 @@ def _record(out: Path, workloads: list[str]) -> None:
     sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "fixtures" / "vllm")]
     os.environ["SCHEDLAB_VLLM_TRACE"] = os.devnull
     from vllm import __version__ as version
-    new = version.startswith(("0.33", "0.34"))   # the versions trace034.py runs, sync and async
-    if new:
-        import trace034   # vLLM's CPU environment, and its loop
-        import vllm.v1.core.sched.async_scheduler as async_mod
-        import vllm.v1.core.sched.scheduler as sched_mod
-    else:
-        import vllm_trace   # noqa: F401  (the CPU environment)
-        import vllm.v1.core.sched.scheduler as sched_mod
-        if version.startswith("0.32"):   # its block hasher takes no lookahead: the driver's own
-            sys.path.insert(0, str(ROOT / "tests" / "servers" / "vllm"))
-            import drive_recorder   # noqa: F401
+    import trace034   # vLLM's CPU environment, and its loop (0.32-0.34, sync and async)
+    import vllm.v1.core.sched.async_scheduler as async_mod
+    import vllm.v1.core.sched.scheduler as sched_mod
     from servers.vllm import recorder
 
     made = []   # the schedulers made, so that each recording is closed when its run ends
@@ -56,8 +48,7 @@ def _record(out: Path, workloads: list[str]) -> None:
         return Noted
 
     sched_mod.Scheduler = noted(recorder.RecordingScheduler)
-    if new:
-        async_mod.AsyncScheduler = noted(recorder.AsyncRecordingScheduler)
+    async_mod.AsyncScheduler = noted(recorder.AsyncRecordingScheduler)
     out.mkdir(parents=True, exist_ok=True)
     for path in workloads:
         wl = json.loads(Path(path).read_text())
@@ -67,13 +58,10 @@ def _record(out: Path, workloads: list[str]) -> None:
             cfg.pop("cache_aware_admission_window", None)
             cfg.pop("cache_aware_admission_threshold", None)
         name = Path(path).name.removesuffix(".workload.json")
-        for mode in ("sync", "async") if new else ("sync",):
+        for mode in ("sync", "async"):
             os.environ["SCHEDLAB_VLLM_TRACE"] = str(out / f"{name}.{mode}.jsonl")
             with open(os.devnull, "w") as sink:
-                if new:
-                    trace034.trace(wl, sink, mode == "async")
-                else:
-                    vllm_trace.run(wl, sink, 200_000)
+                trace034.trace(wl, sink, mode == "async")
             for s in made:
                 if s._rec is not None:
                     s._rec.close()

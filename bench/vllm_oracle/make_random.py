@@ -160,12 +160,12 @@ def draw_tiny(k: int, seed: int) -> dict:
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
-def for_033(wl: dict) -> dict:
-    """A draw as vLLM 0.33 can run it: no cache-aware admission, vllm_version 0.33."""
+def for_older(wl: dict, version: str) -> dict:
+    """A draw as vLLM 0.33 or 0.32 can run it: no cache-aware admission, that vllm_version."""
     c = wl["config"]
     c.pop("cache_aware_admission_window", None)
     c.pop("cache_aware_admission_threshold", None)
-    c["vllm_version"] = "0.33"
+    c["vllm_version"] = version
     return wl
 
 
@@ -177,10 +177,10 @@ def main(argv=None) -> int:
     ap.add_argument("--extra", type=int, default=6, help="draws of each of the tight and tiny profiles")
     ap.add_argument("--scale", type=float, default=1.0, help="longer workloads (to hunt; the fixtures use 1)")
     ap.add_argument("--no-trace", action="store_true")
-    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33"),
-                    help="0.33: the same draws without cache-aware admission (0.33 has none), traced with vLLM "
-                         "0.33.0's AsyncScheduler only (its sync traces come from the shared 0.33 harness); "
-                         "named rand033a_<k> etc. (tests/fixtures/vllm033_async_random)")
+    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32"),
+                    help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
+                         "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
+                         "(tests/fixtures/vllm033_async_random, vllm032_async_random)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -191,8 +191,9 @@ def main(argv=None) -> int:
     todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
     todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
     modes = (("sync", False), ("async", True))
-    if a.vllm == "0.33":
-        todo = [(name.replace("034", "033a"), for_033(wl)) for name, wl in todo]
+    if a.vllm != "0.34":
+        short = a.vllm.replace(".", "")
+        todo = [(name.replace("034", f"{short}a"), for_older(wl, a.vllm)) for name, wl in todo]
         modes = (("async", True),)
     for name, wl in todo:
         (out / f"{name}.workload.json").write_text(json.dumps(wl, separators=(",", ":")) + "\n")

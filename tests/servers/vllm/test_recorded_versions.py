@@ -1,6 +1,6 @@
-"""Recordings the recorder wrote inside vLLM 0.33.0's and 0.34.0's own scheduler classes
-(tests/fixtures/vllm_recorded, made by bench/vllm_oracle/check_recorder.py from the committed
-random draws, v034_* and v033_*, each in sync and async mode). Each is read without a warning
+"""Recordings the recorder wrote inside vLLM 0.32.0's, 0.33.0's and 0.34.0's own Scheduler and
+AsyncScheduler (tests/fixtures/vllm_recorded, made by bench/vllm_oracle/check_recorder.py from the
+committed random draws, v034_*, v033_* and v032_*, each in sync and async mode). Each is read without a warning
 (those are versions the recorder was checked inside) and re-simulated step for step with its
 version's rules, cache-aware admission (0.34, in the header) included."""
 from __future__ import annotations
@@ -23,11 +23,11 @@ ADMISSION = ("cache_aware_admission_window", "cache_aware_admission_threshold")
 def test_the_fixtures_cover_both_versions_both_modes_and_admission():
     assert len(NAMES) >= 30
     heads = {n: json.loads(gzip.open(RECORDED / n, "rt").readline()) for n in NAMES}
-    assert {h["vllm"] for h in heads.values()} == {"0.33.0", "0.34.0"}
+    assert {h["vllm"] for h in heads.values()} == {"0.32.0", "0.33.0", "0.34.0"}
     assert {h["scheduler_class"] for h in heads.values()} == {"RecordingScheduler", "AsyncRecordingScheduler"}
     windows = [h["config"].get("cache_aware_admission_window") for h in heads.values() if h["vllm"] == "0.34.0"]
     assert all(w is not None for w in windows) and sum(1 for w in windows if w) >= 10
-    assert all(ADMISSION[0] not in h["config"] for h in heads.values() if h["vllm"] == "0.33.0")
+    assert all(ADMISSION[0] not in h["config"] for h in heads.values() if h["vllm"] != "0.34.0")
 
 
 @pytest.mark.parametrize("name", NAMES)
