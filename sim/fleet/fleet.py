@@ -439,9 +439,10 @@ def replica_configs(workload: Workload, settings: FleetSettings, config: dict | 
         try:
             cfg, mode = resolve_config(workload, {**(config or {}), **own})
             cfg.validate()
+            mml = max_model_len_for(workload, cfg)   # any request may be routed to any replica
         except (TypeError, ValueError) as e:
             raise ValueError(f"replica {i}'s config: {e}") from None
-        out.append((cfg, mode, max_model_len_for(workload, cfg)))
+        out.append((cfg, mode, mml))
     return out
 
 
