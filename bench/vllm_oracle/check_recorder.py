@@ -30,7 +30,6 @@ DRAWS = ROOT / "tests" / "fixtures" / "vllm034_random"
 def _record(out: Path, workloads: list[str]) -> None:
     """Child, on the vLLM's Python: write OUT/<name>.<mode>.jsonl for each workload."""
     sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "fixtures" / "vllm")]
-    os.environ["SCHEDLAB_VLLM_TRACE"] = os.devnull
     from vllm import __version__ as version
     import trace034   # vLLM's CPU environment, and its loop (0.32-0.34, sync and async)
     import vllm.v1.core.sched.async_scheduler as async_mod
@@ -44,8 +43,7 @@ def _record(out: Path, workloads: list[str]) -> None:
             def __init__(self, *a, **kw):
                 super().__init__(*a, **kw)
                 made.append(self)
-        Noted.__name__ = cls.__name__   # the header names the recorder's class
-        return Noted
+        return Noted   # (the header names the recorder's class it comes from)
 
     sched_mod.Scheduler = noted(recorder.RecordingScheduler)
     async_mod.AsyncScheduler = noted(recorder.AsyncRecordingScheduler)

@@ -287,8 +287,7 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
             arrival = a.get("arrival")
             seen = arrival is not None and (added is None or
                                             added - FRONT_END_MAX_MS <= arrival <= added + CLOCK_SLACK_MS)
-            if arrival is not None and not seen:
-                off_clock += 1
+            off_clock += arrival is not None and not seen
             if not seen:
                 arrival = added
             requests.append(FleetRequest(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,8 +80,6 @@ def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, w
 def test_a_recording_without_prompts_says_why_prefix_hits_part(tmp_path):
     """SCHEDLAB_VLLM_PROMPTS=none on a server with prefix caching: sim vllm says, on stderr in
     text mode too, that the prefix-cache hits cannot be re-made."""
-    import subprocess
-    import sys
     lines = [json.loads(x) for x in gzip.open(RECORDED / "v034_rand034_22.sync.jsonl.gz", "rt")]
     assert lines[0]["config"]["enable_prefix_caching"]
     lines[0]["prompts"] = "none"
