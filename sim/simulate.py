@@ -619,9 +619,9 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
                 n_done += 1
             arrived.append(r.id)
         if bq is not None:
-            n_new, clock, stalled = _async_call(bq, sched, rec, cost, step, clock, arrived, idle_dt, stalled,
-                                                swap_unit_per_byte)
-            n_done += n_new
+            finished, clock, stalled, _, _ = _async_call(bq, sched, rec, cost, step, clock, arrived, idle_dt,
+                                                         stalled, swap_unit_per_byte)
+            n_done += len(finished)
             if tracks_counters:
                 rec.record_counters(sched, step)
             continue
@@ -686,13 +686,15 @@ def _gb(n: int) -> str:
 def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt, stalled, swap_unit_per_byte):
     """One call of step_with_batch_queue: schedule (if the scheduler holds requests), then apply
     the oldest output in flight if the queue says so; an idle tick when there is neither.
-    Returns (requests finished, the clock after it, calls without progress)."""
+    Returns (the requests it finished, the clock after it, calls without progress, the step it
+    scheduled (an empty StepPlan for a drain; None for an idle tick), the (step, plan, end) whose
+    output it applied or None)."""
     through = bq.applied_through
     plan = bq.schedule(step)
     if plan is None and not bq.pending:
         rec.idle(step, clock, idle_dt, sched.pool, arrived,
                  tail={"output_applied_through": through, "applied_step": None})
-        return 0, clock + idle_dt, stalled
+        return [], clock + idle_dt, stalled, None, None
     drain = plan is None  # nothing to schedule, an output still in flight: the call only applies it
     if drain:
         plan = StepPlan()
@@ -713,7 +715,7 @@ def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt,
     # a finished request's last token came at the end of the step that sampled it
     rec.record(sched, plan, finished, step, clock, end, arrived, swap_bytes,
                finish_time=applied[2] if applied else end, tail=tail)
-    return len(finished), end, stalled
+    return finished, end, stalled, plan, applied
 
 
 def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out, tail=None):

@@ -163,6 +163,16 @@ def test_replicas_may_differ():
     assert_one_sentence(at, "Replicas that differ", "JSON list")
 
 
+def test_a_replica_may_run_async_scheduling():
+    """vLLM's async scheduling on one replica (its own override): the page runs it beside the
+    sync ones; swap preemption with async is refused in one sentence."""
+    at = open_page("fleet.py", timeout=180, fleet_ab="false", fleet_replica_configs='[{}, {"async_scheduling": true}]')
+    assert not at.exception and not at.error
+    at = open_page("fleet.py", timeout=180, fleet_ab="false",
+                   fleet_replica_configs='[{}, {"async_scheduling": true, "preemption_mode": "swap"}]')
+    assert_one_sentence(at, "async_scheduling is modelled with vLLM's own preemption")
+
+
 def test_scrubbing_moves_the_marker_and_the_tables(chat):
     at = chat
     t0 = at.slider(key="keep_fleet_t").value

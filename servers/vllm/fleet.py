@@ -38,7 +38,7 @@ from sim.trace import Trace
 from sim.workload import Workload
 
 from .compare import decisions as decide
-from .recording import Recording, read_recording, to_trace, to_workload
+from .recording import Recording, is_async, mode_config, read_recording, to_trace, to_workload
 
 MAX_RECORDINGS = 1024
 # vLLM 0.32's completion ids: "cmpl-" + the X-Request-Id (or a random id) + "-<prompt index>-<8 hex>"
@@ -194,8 +194,8 @@ def _text(ids, vocab: dict[int, str]) -> str | None:
         return None
 
 
-def _workload(rec: Recording, offset_ms: float, vocab, warn) -> Workload:
-    wl = to_workload(rec, timed=True)
+def _workload(rec: Recording, offset_ms: float, vocab, warn, mode: dict | None) -> Workload:
+    wl = to_workload(rec, timed=True, mode=mode)
     ids = {a["id"]: a.get("prompt") for a in rec.adds}   # the recorded token ids (not ones made from hashes)
     unknown = 0
     reqs = []
@@ -274,8 +274,14 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         off = (starts[k] - origin) * 1000.0
         if rec.continues_earlier:
             warn("the file continues an earlier one (rotated): requests added before it are not in the fleet")
-        wl = _workload(rec, off, vocab, warn)
-        verdict = decide(rec)
+        try:
+            mode_config(rec)
+            unruled = None
+        except ValueError as e:   # a vLLM without rules here: its routing can still be replayed
+            unruled = str(e)
+            warn(f"{unruled}; its routing can still be replayed with --timing recorded")
+        wl = _workload(rec, off, vocab, warn, None if unruled is None else ({"async_scheduling": True} if is_async(rec) else {}))
+        verdict = decide(rec) if unruled is None else {"equal": None, "not_simulated": unruled}
         tr = _shift_trace(to_trace(rec), off, origin)
         for w in rec.warnings:
             warn(w)

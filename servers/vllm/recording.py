@@ -222,14 +222,15 @@ class EngineCalls:
     calls = __call__
 
 
-def to_workload(rec: Recording, *, timed: bool = False) -> Workload:
+def to_workload(rec: Recording, *, timed: bool = False, mode: dict | None = None) -> Workload:
     """The recorded requests as a workload with the server's config. Each arrives right before the
     step it was added in (arrival_step = that step - 1), or, timed, at the time the scheduler got
     it (ms since the recorder started: run it with a cost model in ms). A request that stopped
-    on its own (EOS, a stop string) or was aborted asks for the tokens it made."""
+    on its own (EOS, a stop string) or was aborted asks for the tokens it made. `mode`: the
+    version and scheduling settings to use instead of the header's (mode_config)."""
     cfg = rec.config
     config = {k: cfg[k] for k in CONFIG_KEYS if k in cfg}
-    config.update(mode_config(rec))
+    config.update(mode_config(rec) if mode is None else mode)
     produced: dict[int, int] = {}
     reason: dict[int, str] = {}
     for st in rec.steps:

@@ -30,6 +30,7 @@ import pandas as pd
 from ..cost import UnitsCost
 from ..gc_passes import with_fewer_gc_passes
 from ..simulate import max_model_len_for, resolve_config
+from ..versions import check_options
 from ..workload import Workload
 from .prefix_index import FleetPrefixIndex
 from .prompts import _Prompts, chain_hashes, text_chain_hashes  # noqa: F401  (chain_hashes, text_chain_hashes: for recorded.py and the tests)
@@ -439,6 +440,7 @@ def replica_configs(workload: Workload, settings: FleetSettings, config: dict | 
         try:
             cfg, mode = resolve_config(workload, {**(config or {}), **own})
             cfg.validate()
+            check_options(cfg, mode)   # async scheduling needs the vllm scheduler (and a version that has it)
             mml = max_model_len_for(workload, cfg)   # any request may be routed to any replica
         except (TypeError, ValueError) as e:
             raise ValueError(f"replica {i}'s config: {e}") from None

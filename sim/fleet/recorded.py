@@ -15,12 +15,13 @@ recordings know), and optionally a cost model fitted on it.
   every full prompt block of the requests it had started by then (the recordings hold block ids,
   not hashes, and evictions are not replayed).
 - timing "simulated": everything is predicted. The requests go through simulate_fleet with each
-  replica's recorded config and fitted cost model, and the policy routes them by itself.
+  replica's recorded config, the vLLM version's rules and sync or async scheduling as its
+  recording says, and its fitted cost model; the policy routes them by itself.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,6 +42,7 @@ class RecordedReplica:
     trace: Trace            # the replica's recording as a Trace, times in ms on the fleet's clock
     requests: list          # sim.workload.Request it served: arrival_time = at the router; prompt ids
     cost: object = None     # a cost model fitted on this recording (timing "simulated")
+    mode: dict = field(default_factory=dict)   # what its header says ran: vllm_version, async_scheduling
 
 
 class RecordedBackend:
@@ -154,12 +156,11 @@ def replay(replicas: list[RecordedReplica], settings: FleetSettings, timing: str
                 "settings": s.to_json(), "router_defaults": dict(router.config), "busy_time": busy,
                 "num_requests": len(reqs)}
         return FleetTrace(routes=routes, replicas=traces, meta=meta)
-    configs = [dict(rep.trace.meta.get("config") or {}) for rep in replicas]
+    # each replica's recorded settings, simulated under the rules (version, sync or async) it ran with
+    configs = [{**(rep.trace.meta.get("config") or {}), **rep.mode} for rep in replicas]
     costs = [rep.cost for rep in replicas]
     if any(c is None for c in costs):
         raise ValueError("timing simulated needs a cost model fitted on every recording")
-    for c in configs:
-        c.pop("async_scheduling", None)
     wl = Workload(list(reqs), {}, name="recorded fleet")
     fleet = simulate_fleet(wl, FleetSettings(**{**s.__dict__, "replica_configs": configs}), costs=costs)
     fleet.routes["served"] = fleet.routes["request"].map(served).astype(np.int64)

@@ -7,6 +7,11 @@ step by step: `advance(t)` runs every step that starts before t (a request that 
 replica at t joins the first step that starts at or after t, sim.simulate's rule), and the
 requests the router sends arrive through `dispatch`. The steps, the batch and the KV log are
 recorded by sim.simulate's own Recorder, so each replica's Trace is an ordinary Trace.
+
+With vLLM's async scheduling (config `async_scheduling`), a step is one call of the engine's
+batch-queue loop, as sim.simulate runs it (sim/async_sched.py): the call schedules step n, then
+applies step n-1's output, so a request finishes (and leaves the replica) in the call after the
+step that sampled its last token, at that step's end.
 """
 from __future__ import annotations
 
@@ -15,10 +20,11 @@ import math
 from collections import deque
 from dataclasses import replace
 
+from ..async_sched import AsyncVllmScheduler, BatchQueue
 from ..cost import CalibratedCost, RooflineCost, UnitsCost
 from ..registry import SCHEDULERS
 from ..scheduler import SchedulerConfig
-from ..simulate import SWAP_LINK_BYTES_PER_S, DigestRecorder, Recorder, check_fits
+from ..simulate import SWAP_LINK_BYTES_PER_S, DigestRecorder, Recorder, _async_call, check_fits
 
 
 def step_time_floor(cost) -> float:
@@ -44,13 +50,12 @@ class SimReplica:
         self.mode = mode
         self.max_model_len = max_model_len
         self.cost = cost or UnitsCost()
-        if cfg.async_scheduling:   # a replica steps the sync loop; sim/async_sched.py's batch queue is not in it
-            raise ValueError("the fleet simulator runs sync scheduling only: set async_scheduling to false "
-                             "(Playback and Compare simulate async scheduling on one server)")
         try:
-            self.sched = SCHEDULERS[mode](cfg, max_model_len)
+            self.sched = (AsyncVllmScheduler if cfg.async_scheduling else SCHEDULERS[mode])(cfg, max_model_len)
         except KeyError:
             raise ValueError(f"unknown scheduler {mode!r}; known: {', '.join(SCHEDULERS)}") from None
+        # async scheduling: each step is one call of vLLM's step_with_batch_queue (sim/async_sched.py)
+        self.bq = BatchQueue(self.sched) if cfg.async_scheduling else None
         self.slo_clock = hasattr(self.sched, "clock")
         if self.slo_clock:
             self.sched.cost_model = self.cost
@@ -98,8 +103,8 @@ class SimReplica:
         dispatched arrival if it is idle, infinity if it has nothing at all."""
         if self.n_done == len(self.requests):
             return math.inf   # all done: vLLM's empty step after the last finish runs with the next request
-        if self.sched.has_requests():
-            return self.clock
+        if self.sched.has_requests() or (self.bq is not None and self.bq.pending):
+            return self.clock   # (async: an output in flight is applied by the next call)
         if self.pending:
             return max(self.clock, self.pending[0].arrival_time)
         return math.inf
@@ -118,12 +123,12 @@ class SimReplica:
 
     def advance(self, until: float) -> None:
         """Run every step that starts before `until`."""
-        sched, rec, pool, pending = self.sched, self.rec, self.pool, self.pending
+        sched, rec, pool, pending, bq = self.sched, self.rec, self.pool, self.pending, self.bq
         seqs = sched.seqs   # every request the scheduler was given; it only ever writes to it
         while True:
             if self.n_done == len(self.requests) and until == math.inf:
                 return   # the run's end: sim.simulate stops here too (no empty step after the last finish)
-            if not sched.has_requests():
+            if not sched.has_requests() and not (bq is not None and bq.pending):
                 if not pending or pending[0].arrival_time >= until:
                     return
                 self.clock = max(self.clock, pending[0].arrival_time)   # an idle engine waits for work
@@ -148,6 +153,9 @@ class SimReplica:
                 elif self._horizon:
                     self._note_fresh(seq)
                 arrived.append(r.id)
+            if bq is not None:
+                self._async_step(step, clock, arrived)
+                continue
             if not sched.has_requests():
                 rec.idle(step, clock, self.idle_dt, pool, arrived)
                 self.clock = clock + self.idle_dt
@@ -189,6 +197,43 @@ class SimReplica:
             self.busy_time += dt
             self.clock = end
 
+    def _async_step(self, step: int, clock: float, arrived: list) -> None:
+        """One call of the async engine loop (sim.simulate's _async_call), and what the fleet
+        reads of it: the signals after the call, first tokens (at the end of the step that
+        sampled them), finished requests (at the end of the step that sampled their last token,
+        told in the call that applied it)."""
+        sched = self.sched
+        try:
+            finished, end, self.stalled, plan, applied = _async_call(
+                self.bq, sched, self.rec, self.cost, step, clock, arrived, self.idle_dt, self.stalled,
+                self.swap_unit_per_byte)
+        except RuntimeError as e:
+            raise RuntimeError(f"replica {self.index}: {e}") from None
+        self.clock = end
+        if plan is None:
+            return   # an idle tick
+        self.busy_time += end - clock
+        self.waiting, self.running = len(sched.waiting), len(sched.running)
+        self.used_blocks = self.usable_blocks - self.pool.num_free
+        for e in plan.entries:
+            if e.kind != "decode" and e.sampled and e.seq.id not in self._first_seen:
+                self._first_seen.add(e.seq.id)
+                self.first_tokens.append((e.seq.id, end))
+        if applied is not None and self._horizon:   # a first token landed: its count of tokens left falls
+            started = self._started
+            for e in applied[1].entries:
+                if e.sampled and e.seq.num_output == 1:
+                    started[e.seq.id] = e.seq
+        self.n_done += len(finished)
+        seqs = sched.seqs
+        for seq in finished:
+            self.finished.append((seq.id, applied[2]))
+            seqs.pop(seq.id, None)   # nothing reads a finished request's state again: free its token ids
+            if self._horizon:
+                self._started.pop(seq.id, None)
+        if self.tracks_counters:
+            self.rec.record_counters(sched, step)
+
     def release_horizon(self) -> float:
         """A time before which no request here can finish: every request still to finish needs
         one step per output token it has left (each step that samples takes at least the cost
@@ -206,7 +251,10 @@ class SimReplica:
         h = self.pending[0].arrival_time if self.pending else math.inf
         left = self._fewest_left()
         if left != math.inf:
-            h = min(h, self.clock + max(left, 1) * self.step_floor)
+            # async: a request may have one more token in flight (the step that ends at the
+            # clock), which the next call applies; it may be its last
+            rest = max(left, 1) if self.bq is None else max(left - 1, 0)
+            h = min(h, self.clock + rest * self.step_floor)
         return h
 
     def _tokens_left(self, seq) -> int:
@@ -266,7 +314,8 @@ class SimReplica:
                 if n <= 1:
                     break
         if left != math.inf:
-            h = min(h, self.clock + max(left, 1) * self.step_floor)
+            rest = max(left, 1) if self.bq is None else max(left - 1, 0)
+            h = min(h, self.clock + rest * self.step_floor)
         return h
 
     def cached_blocks(self, hashes: list[int]) -> int:

@@ -5,6 +5,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,15 +30,25 @@ def _workload(n=120, gap=9.0, blocks=120, seeds=4, **cfg) -> Workload:
                            "max_num_batched_tokens": 512, **cfg}, name="test")
 
 
-@pytest.mark.parametrize("cfg", [{}, {"num_gpu_blocks": 60, "preemption_mode": "swap"}, {"policy": "priority"}])
+ASYNC = {"async_scheduling": True}
+
+
+@pytest.mark.parametrize("cfg", [{}, {"num_gpu_blocks": 60, "preemption_mode": "swap"}, {"policy": "priority"},
+                                 ASYNC, {**ASYNC, "num_gpu_blocks": 60}, {**ASYNC, "policy": "priority"},
+                                 {**ASYNC, "vllm_version": "0.32", "num_gpu_blocks": 60}])
 def test_one_replica_is_the_single_scheduler(cfg):
-    """A fleet of one is sim.simulate on the same timed arrivals: every table equal."""
+    """A fleet of one is sim.simulate on the same timed arrivals: every table equal; with vLLM's
+    async scheduling too (each step one call of the batch-queue loop), through preemptions."""
     wl = _workload(**cfg)
     fleet = simulate_fleet(wl, FleetSettings(replicas=1), cost=MS)
     alone = simulate(wl, cost=MS)
     for name in ("steps", "batch", "requests", "kv", "events"):
         assert getattr(fleet.replicas[0], name).equals(getattr(alone, name)), name
     assert (fleet.routes["replica"] == 0).all()
+    if cfg.get("num_gpu_blocks") == 60:
+        assert alone.requests["preemptions"].sum() > 0
+    if cfg.get("async_scheduling"):   # async parts from sync: the step's output comes a call later
+        assert not alone.steps.equals(simulate(_workload(**{**cfg, "async_scheduling": False}), cost=MS).steps)
 
 
 def test_one_replica_prices_steps_by_their_make_up_as_the_single_scheduler_does():
@@ -358,21 +369,38 @@ def test_fleet_prefix_index_is_each_pool_asked_in_turn(router, config, monkeypat
     assert simulate_fleet(wl, s, cost=MS).to_bytes() == indexed.to_bytes()
 
 
-@pytest.mark.parametrize("where", ["workload", "replica"])
-def test_async_scheduling_is_refused_in_one_sentence(where):
-    """A replica steps the sync loop: a config asking for vLLM's async scheduling (the workload's,
-    or one replica's own) is refused, not silently run sync."""
-    wl = _workload(n=6) if where == "replica" else _workload(n=6, async_scheduling=True)
-    s = FleetSettings(replicas=2, replica_configs=[{}, {"async_scheduling": True}] if where == "replica" else None)
-    with pytest.raises(ValueError, match=r"^the fleet simulator runs sync scheduling only: set async_scheduling "
-                                         r"to false \([^()]*\)$"):
-        simulate_fleet(wl, s, cost=MS)
-    assert len(simulate_fleet(_workload(n=6, async_scheduling=False), FleetSettings(replicas=2), cost=MS).routes) == 6
+def test_async_and_sync_replicas_side_by_side():
+    """One replica with vLLM's async scheduling beside a sync one: each is what sim.simulate makes
+    of the requests routed to it, on the times they reached it."""
+    wl = _workload(n=80, gap=3.0)
+    fleet = simulate_fleet(wl, FleetSettings(replicas=2, replica_configs=[{}, ASYNC]), cost=MS)
+    routes = fleet.routes
+    for i, cfg in enumerate(({}, ASYNC)):
+        mine = routes[routes["replica"] == i]
+        by_id = {r.id: r for r in wl.requests}
+        reqs = [replace(by_id[rid], arrival_time=float(t)) for rid, t in zip(mine["request"], mine["reached"])]
+        alone = simulate(Workload(reqs, {**wl.config, **cfg}), cost=MS)
+        assert fleet.replicas[i].steps.equals(alone.steps) and fleet.replicas[i].requests.equals(alone.requests)
+    assert fleet.replicas[1].meta.get("config", {}).get("async_scheduling") is True
+
+
+@pytest.mark.parametrize("cfg, says", [
+    ({**ASYNC, "scheduler": "static"}, r"^replica 1's config: async_scheduling is vLLM's \(AsyncScheduler\); the "
+                                       r"static scheduler has no async mode: [^.]*$"),
+    ({**ASYNC, "preemption_mode": "swap"}, r"^replica 1's config: async_scheduling is modelled with vLLM's own "
+                                           r"preemption \(recompute\), not swap: [^.]*$")])
+def test_async_scheduling_that_is_not_modelled_is_refused_in_one_sentence(cfg, says):
+    """A replica asking for async scheduling where it is not modelled is refused, not run sync."""
+    s = FleetSettings(replicas=2, replica_configs=[{}, cfg])
+    with pytest.raises(ValueError, match=says):
+        simulate_fleet(_workload(n=6), s, cost=MS)
 
 
 @pytest.mark.parametrize("router", ["least_loaded", "cache_aware", "power_of_two"])
 @pytest.mark.parametrize("kw", [{}, {"response_tail": 7.0, "router_latency": 2.0, "refresh_interval": 30.0}])
-def test_a_router_reading_its_own_counts_runs_a_replica_only_when_a_response_could_have_ended(router, kw, monkeypatch):
+@pytest.mark.parametrize("mode", [{}, ASYNC])
+def test_a_router_reading_its_own_counts_runs_a_replica_only_when_a_response_could_have_ended(router, kw, mode,
+                                                                                              monkeypatch):
     """least_loaded (on in_flight), cache_aware and power_of_two read no engine signal: a replica
     runs up to a decision only once one of its responses could have ended (its release horizon),
     and the fleet is the same to the byte as running them all; with a queue limit that turns
@@ -380,7 +408,7 @@ def test_a_router_reading_its_own_counts_runs_a_replica_only_when_a_response_cou
     from sim.fleet import fleet as fleet_mod
     from sim.fleet.replica import SimReplica
     from sim.fleet.routers import make_router
-    wl = _workload(n=200, gap=1.5, blocks=80, max_queued_requests=3)
+    wl = _workload(n=200, gap=1.5, blocks=80, max_queued_requests=3, **mode)
     s = FleetSettings(replicas=4, router=router, seed=5, **kw)
     assert make_router(router, 4).reads_engine is False
     runs = []
@@ -402,12 +430,14 @@ def test_a_router_reading_its_own_counts_runs_a_replica_only_when_a_response_cou
         assert fast_runs < len(runs)
 
 
-def test_release_horizon_is_a_floor_on_the_next_finish():
+@pytest.mark.parametrize("mode", [{}, ASYNC])
+def test_release_horizon_is_a_floor_on_the_next_finish(mode):
     """No request of a replica ends before its release horizon, at any point of a run (checked
-    every 3 ms of a busy replica's run, requests dispatched as they arrive)."""
+    every 3 ms of a busy replica's run, requests dispatched as they arrive); async too, where a
+    request's last token may be in flight when the horizon is asked."""
     from sim.fleet.fleet import replica_configs, timed_requests
     from sim.fleet.replica import SimReplica
-    wl = _workload(n=60, gap=4.0)
+    wl = _workload(n=60, gap=4.0, **mode)
     (cfg, mode, mml), = replica_configs(wl, FleetSettings(replicas=1), None)
     b = SimReplica(0, cfg, mode, mml, MS)
     reqs, _ = timed_requests(wl, MS)
@@ -425,13 +455,13 @@ def test_release_horizon_is_a_floor_on_the_next_finish():
         checked += len(ends)
         tight = min([tight] + [end - h for end in ends])
     assert checked == 60 and b.step_floor > 0
-    assert tight < 3 * b.step_floor   # a floor, and not a loose one
+    assert tight < (4 if mode else 3) * b.step_floor   # a floor, and not a loose one
 
 
 @pytest.mark.parametrize("router", ["least_loaded", "power_of_two", "cache_aware"])
 @pytest.mark.parametrize("cfg", [{}, {"num_gpu_blocks": 40}, {"num_gpu_blocks": 40, "preemption_mode": "swap"},
                                  {"policy": "priority"}, {"max_queued_requests": 3},
-                                 {"scheduler": "static"}])
+                                 {"scheduler": "static"}, ASYNC, {**ASYNC, "num_gpu_blocks": 40}])
 def test_release_horizon_index_is_the_pass_over_every_request(router, cfg, monkeypatch):
     """SimReplica.release_horizon reads an index (the requests that have sampled; a heap of
     those that have not) instead of a pass over every request it holds (an overloaded

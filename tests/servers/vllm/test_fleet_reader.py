@@ -249,6 +249,32 @@ def test_recordings_of_different_vllm_versions(tmp_path):
     assert "different vLLM versions" in msg and "0.32.0" in msg and "0.33.0" in msg
 
 
+def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulated(tmp_path):
+    """Recordings of a vLLM the simulator has no rules for (a newer one): the fleet is read, each
+    replica's verdict says it was not re-simulated, the routing is replayed with timing recorded
+    as for a known vLLM, and timing simulated is refused in one sentence."""
+    from servers.vllm.fleet_replay import recorded_replicas
+    from sim.fleet import FleetSettings
+    from sim.fleet.recorded import agreement, replay
+    paths = []
+    for p in KIT_RECS:
+        rows = lines(p)
+        rows[0]["vllm"] = "0.99.0"
+        paths.append(write(tmp_path / p.name.replace(".gz", ""), rows))
+    fleet = read_fleet(paths)
+    known = read_fleet(KIT_RECS)
+    assert all(r.decisions == {"equal": None, "not_simulated": r.decisions["not_simulated"]} for r in fleet.replicas)
+    assert "0.99.0" in fleet.replicas[0].decisions["not_simulated"]
+    assert sum("replayed with --timing recorded" in w for w in fleet.warnings) == 2
+    s = FleetSettings(replicas=2, router="cache_aware", router_config={"granularity": "token"})
+    got, want = (replay(recorded_replicas(f), s, timing="recorded") for f in (fleet, known))
+    assert got.routes["predicted"].tolist() == want.routes["predicted"].tolist()
+    assert agreement(got) == agreement(want)
+    with pytest.raises(ValueError) as e:
+        replay(recorded_replicas(fleet, with_costs=True), s, timing="simulated")
+    assert "no rules for vLLM 0.99.0" in one_sentence(e)
+
+
 def test_the_same_recording_twice():
     with pytest.raises(ValueError) as e:
         read_fleet([KIT_RECS[0], KIT_RECS[0]])

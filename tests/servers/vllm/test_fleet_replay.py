@@ -14,6 +14,7 @@ thresholds below leave room for the policies' models to change, and say what mus
 """
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -68,3 +69,31 @@ def test_the_kit_s_fleet_is_agreed_on_whole(tokenizer):
     """The measuring kit's run (shared/fleet/sample): every one of its 50 decisions."""
     m, doc = replay("kit-vllm-cache_aware-tokens", tokenizer)
     assert doc["routing"] == {"requests": 50, "agree": 50, "agreement": 1.0}
+
+
+@pytest.mark.parametrize("name, mode", [("v034_tight034_00.async", {"vllm_version": "0.34", "async_scheduling": True}),
+                                        ("v033_rand034_01.async", {"vllm_version": "0.33", "async_scheduling": True}),
+                                        ("v032_rand034_01.sync", {"vllm_version": "0.32"})])
+def test_recordings_are_simulated_under_the_rules_they_ran_with(name, mode, tmp_path):
+    """A fleet recorded with vLLM's async scheduling or an older vLLM (here one real-recorder
+    recording twice under other request ids), predicted with `--timing simulated`: each replica
+    is simulated under its recording's version and scheduling, and every request is served."""
+    from servers.vllm.fleet import read_fleet
+    from servers.vllm.fleet_replay import recorded_replicas
+    from sim.fleet import FleetSettings
+    from sim.fleet.recorded import replay
+    raw = gzip.decompress((ROOT / "tests" / "fixtures" / "vllm_recorded" / f"{name}.jsonl.gz").read_bytes()).decode()
+    (tmp_path / "a.jsonl").write_text(raw)
+    (tmp_path / "b.jsonl").write_text(raw.replace('"id":"r', '"id":"q'))
+    real = read_fleet([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    reps = recorded_replicas(real, with_costs=True)
+    s = FleetSettings(replicas=2, router="round_robin")
+    fleet = replay(reps, s, timing="simulated")
+    assert [r.mode for r in reps] == [mode, mode]
+    assert [t.meta["config"].get("async_scheduling", False) for t in fleet.replicas] == [bool(mode.get("async_scheduling"))] * 2
+    assert len(fleet.routes) == 2 * sum(1 for line in raw.splitlines() if '"kind":"add"' in line)
+    assert all(t.requests["finish_time"].notna().all() for t in fleet.replicas)
+    for r in reps:   # run the other way, the fleet parts from it: the mode was not dropped on the way
+        r.mode = {**r.mode, "async_scheduling": not mode.get("async_scheduling")}
+    other = replay(reps, s, timing="simulated")
+    assert not all(a.steps.equals(b.steps) for a, b in zip(fleet.replicas, other.replicas))
