@@ -457,13 +457,15 @@ class VllmScheduler:
             # requester itself was preempted (the loop's `break`)
             while not ok and not self._allocate(seq, n):
                 victim = self.waiting.victim(running, seq)
-                running.remove(victim)
+                k = running.index(victim)
+                del running[k]
+                if k < i:  # the loop's place moves with the list (scheduler.py: victim_index < req_index),
+                    i -= 1  # whether the victim was scheduled or skipped (async: its last token in flight)
                 if victim.id in scheduled:  # priority victims may already hold this step's tokens
                     e = scheduled.pop(victim.id)
                     budget += e.tokens
                     context -= e.computed_before + e.tokens
                     victim.num_computed = e.computed_before
-                    i -= 1
                 self._preempt(victim, plan)
                 if victim is seq:
                     break

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from oracle_diff import assert_same_lines
 from sim.simulate import oracle_jsonl
 from sim.workload import Workload
 
@@ -57,13 +58,7 @@ def test_random_case_identical(name, mode):
     wl = Workload.load(str(CASES / f"{name}.workload.json"))
     ours = oracle_jsonl(wl, {"async_scheduling": mode == "async"}).splitlines()
     theirs = (CASES / f"{name}.{mode}.vllm.jsonl").read_text().splitlines()
-    for a, b in zip(ours, theirs):
-        if a != b:
-            ja, jb = json.loads(a), json.loads(b)
-            pytest.fail(f"{name} {mode} line {ja['step']}: "
-                        f"{ {k: (ja.get(k), jb.get(k)) for k in {*ja, *jb} if ja.get(k) != jb.get(k)} } "
-                        f"(ours, vLLM)")
-    assert len(ours) == len(theirs), (name, mode)
+    assert_same_lines(f"{name} {mode}", ours, theirs)
     assert check_invariants(wl.to_json(), [json.loads(x) for x in theirs]) == []
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from oracle_diff import assert_same_lines
 from sim.simulate import oracle_jsonl
 from sim.workload import Workload
 
@@ -48,12 +49,7 @@ def test_random_case_identical_under_its_version_async(version, name):
     wl = _workload(version, name)
     ours = oracle_jsonl(wl, {"async_scheduling": True}).splitlines()
     theirs = _theirs(version, name)
-    for a, b in zip(ours, theirs):
-        if a != b:
-            ja, jb = json.loads(a), json.loads(b)
-            pytest.fail(f"{version} {name} line {ja['step']}: "
-                        f"{ {k: (ja.get(k), jb.get(k)) for k in {*ja, *jb} if ja.get(k) != jb.get(k)} } (ours, vLLM)")
-    assert len(ours) == len(theirs), name
+    assert_same_lines(f"{version} {name}", ours, theirs)
     assert check_invariants(wl.to_json(), [json.loads(x) for x in theirs]) == []
 
 

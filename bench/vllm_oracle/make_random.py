@@ -4,6 +4,7 @@ classes in both modes (trace034.py): the fixtures of tests/test_vllm034_random.p
 
     /tmp/oracle034/bin/python bench/vllm_oracle/make_random.py [--out tests/fixtures/vllm034_random]
         [--count 40] [--extra 6] [--seed 34000]   # --no-trace: only the workloads (no vLLM needed)
+        [--wide N --vllm 0.34|0.33|0.32]          # instead, N bigger and stranger draws (draw_wide), to hunt
 
 Draw k (k = 0..count-1) uses random.Random(seed + k) and writes rand034_<k>.workload.json (its
 config carries "vllm_version": "0.34" and no async key), rand034_<k>.sync.vllm.jsonl (Scheduler,
@@ -83,23 +84,35 @@ def draw(k: int, seed: int, scale: float = 1.0) -> dict:
     need = -(-max_len // bs)  # blocks of one longest request
     tight = rng.random() < 0.5
     blocks = need + 1 + (rng.randint(0, need) if tight else rng.randint(need, 8 * need + 40))
+    cfg = _config(rng, blocks, bs, budget, max_seqs, policy, caching, chunked, max_len, longest,
+                  thresholds=((1, 16), (8, 64)), odds=0.2, watermarks=[0.01, 0.02, 0.05, 0.1],
+                  admission=(0.6, (2, 10), [0.0, 0.2, 0.5, 0.5, 0.8]))
+    cfg["vllm_version"] = "0.34"
+    _keep_startable(cfg, need)
+    return {"config": cfg, "requests": reqs}
+
+
+def _config(rng, blocks, bs, budget, max_seqs, policy, caching, chunked, max_len, longest, *, thresholds,
+            odds, watermarks, admission) -> dict:
+    """A draw's config from its sizes; the rest drawn in the order the committed draws drew it:
+    the long-prefill threshold (0 or from one of the two `thresholds` ranges), the full-ISL
+    reservation off and a watermark each with probability `odds`, and cache-aware admission
+    ((probability, window range, thresholds), or None for none) with fcfs and caching."""
     cfg = {"num_gpu_blocks": blocks, "block_size": bs, "max_num_batched_tokens": budget,
            "max_num_seqs": max_seqs, "policy": policy, "enable_prefix_caching": caching,
-           "long_prefill_token_threshold": rng.choice([0, 0, rng.randint(1, 16), rng.randint(8, 64)]),
+           "long_prefill_token_threshold": rng.choice([0, 0, rng.randint(*thresholds[0]), rng.randint(*thresholds[1])]),
            "enable_chunked_prefill": chunked}
     if max_len != longest:
         cfg["max_model_len"] = max_len
     cfg["long_prefill_token_threshold"] = min(cfg["long_prefill_token_threshold"], max_len)
-    if rng.random() < 0.2:
+    if rng.random() < odds:
         cfg["scheduler_reserve_full_isl"] = False
-    if rng.random() < 0.2:
-        cfg["watermark"] = rng.choice([0.01, 0.02, 0.05, 0.1])
-    if caching and policy == "fcfs" and rng.random() < 0.6:
-        cfg["cache_aware_admission_window"] = rng.randint(2, 10)
-        cfg["cache_aware_admission_threshold"] = rng.choice([0.0, 0.2, 0.5, 0.5, 0.8])
-    cfg["vllm_version"] = "0.34"
-    _keep_startable(cfg, need)
-    return {"config": cfg, "requests": reqs}
+    if rng.random() < odds:
+        cfg["watermark"] = rng.choice(watermarks)
+    if admission is not None and caching and policy == "fcfs" and rng.random() < admission[0]:
+        cfg["cache_aware_admission_window"] = rng.randint(*admission[1])
+        cfg["cache_aware_admission_threshold"] = rng.choice(admission[2])
+    return cfg
 
 
 def _keep_startable(cfg: dict, need: int) -> None:
@@ -157,6 +170,50 @@ def draw_tiny(k: int, seed: int) -> dict:
     return wl
 
 
+def draw_wide(k: int, seed: int, version: str = "0.34") -> dict:
+    """A bigger, stranger draw (to hunt): 30-120 requests, prompts up to 1,500 tokens, up to 12
+    shared-prefix groups, budgets up to 8,192 and up to 1,024 lanes, block sizes up to 128,
+    priorities that repeat and go below 0, long-prefill thresholds up to 1,024, a watermark up to
+    0.2, cache-aware admission windows up to 40 (0.34); `version` is written in the config."""
+    rng = random.Random(seed + k)
+    bs = rng.choice([16, 16, 32, 8, 64, 128])
+    n = rng.randint(30, 120)
+    caching = rng.random() < 0.7
+    groups = [rng.randrange(1, 10**6) for _ in range(rng.randint(1, 12))] if caching else []
+    reqs = []
+    for i, at in enumerate(sorted(_arrivals(rng, n))):
+        kind = rng.random()
+        prompt = rng.randint(1, 16) if kind < 0.2 else rng.randint(16, 300) if kind < 0.85 else rng.randint(300, 1500)
+        r = {"id": f"r{i:03d}", "arrival_step": at, "prompt_len": prompt,
+             "max_tokens": rng.choice([1, 1, 2]) if rng.random() < 0.15 else rng.randint(1, 120)}
+        if groups and rng.random() < 0.8:
+            r["prompt_seed"] = rng.choice(groups)
+        reqs.append(r)
+    policy = "priority" if rng.random() < 0.35 else "fcfs"
+    if policy == "priority":
+        for r in reqs:
+            r["priority"] = rng.choice([0, 0, 1, 5, -1])
+    longest = max(r["prompt_len"] + r["max_tokens"] for r in reqs)
+    max_len = longest if rng.random() < 0.7 else longest + rng.randint(1, 500)
+    chunked = rng.random() < 0.85
+    max_seqs = rng.choice([4, 8, 16, 32, 64, 128, 256, 1024])
+    budget = rng.choice([64, 128, 256, 512, 1024, 2048, 8192])
+    if not chunked:
+        budget = max(budget, max_len)
+    budget = max(budget, min(max_seqs, 64))
+    max_seqs = min(max_seqs, budget)
+    need = -(-max_len // bs)
+    r = rng.random()
+    blocks = need + 1 + (rng.randint(0, need) if r < 0.4 else rng.randint(need, 4 * need) if r < 0.8
+                         else rng.randint(4 * need, 30 * need))
+    cfg = _config(rng, blocks, bs, budget, max_seqs, policy, caching, chunked, max_len, longest,
+                  thresholds=((1, 64), (64, 1024)), odds=0.3, watermarks=[0.01, 0.02, 0.05, 0.1, 0.2],
+                  admission=(0.5, (1, 40), [0.0, 0.1, 0.5, 0.9, 1.0]) if version == "0.34" else None)
+    cfg["vllm_version"] = version
+    _keep_startable(cfg, need)
+    return {"config": cfg, "requests": reqs}
+
+
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
@@ -177,6 +234,9 @@ def main(argv=None) -> int:
     ap.add_argument("--extra", type=int, default=6, help="draws of each of the tight and tiny profiles")
     ap.add_argument("--scale", type=float, default=1.0, help="longer workloads (to hunt; the fixtures use 1)")
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--wide", type=int, default=0,
+                    help="instead: this many draws of draw_wide (bigger and stranger; named wide<v>_<k>, "
+                         "for the --vllm version, sync and async)")
     ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32"),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
@@ -191,7 +251,9 @@ def main(argv=None) -> int:
     todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
     todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
     modes = (("sync", False), ("async", True))
-    if a.vllm != "0.34":
+    if a.wide:
+        todo = [(f"wide{a.vllm.replace('.', '')}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
+    elif a.vllm != "0.34":
         short = a.vllm.replace(".", "")
         todo = [(name.replace("034", f"{short}a"), for_older(wl, a.vllm)) for name, wl in todo]
         modes = (("async", True),)

@@ -218,8 +218,9 @@ def test_fleet_metrics_add_up():
     assert m["tpot_p50"] > 0 and m["tpot_p99"] >= m["tpot_p50"]
 
 
-def test_digest_gives_the_same_metrics():
-    wl = _workload(n=60)
+@pytest.mark.parametrize("mode", [{}, ASYNC])
+def test_digest_gives_the_same_metrics(mode):
+    wl = _workload(n=60, **mode)
     s = FleetSettings(replicas=3, router="cache_aware")
     full = fleet_summary(simulate_fleet(wl, s, cost=MS))["metrics"]
     dig = fleet_summary(simulate_fleet(wl, s, cost=MS, digest=True))["metrics"]
