@@ -8,7 +8,10 @@ once mended (tests/fixtures/vllm_wide, gzip). Every line must be identical, sync
   in the running list and had been skipped, not scheduled (async: its last token was in flight).
   vLLM moves its loop index back whenever the victim's index is below it (scheduler.py
   `victim_index < req_index`); the simulator moved it back only for a victim it had scheduled, so
-  it skipped the next running request (r041, at engine call 121)."""
+  it skipped the next running request (r041, at engine call 121).
+- wide032_017 (vLLM 0.32.0, seed 920000, draw 17): the same, at engine call 76 (r079 skipped).
+Of 680 wide draws traced (1,360 traces: 260 draws under 0.34.0, 210 under 0.33.0, 210 under
+0.32.0, each sync and async), these two parted before the mend; none after it."""
 import gzip
 import json
 import sys
@@ -28,7 +31,7 @@ from check_trace import check_invariants  # noqa: E402  (the shared oracle's che
 import make_random  # noqa: E402  (plain Python: vLLM is imported only to trace)
 
 # name -> (vLLM version, seed, draw)
-DRAWS = {"wide032_024": ("0.32", 779000, 24)}
+DRAWS = {"wide032_024": ("0.32", 779000, 24), "wide032_017": ("0.32", 920000, 17)}
 CASES = [(name, mode) for name in DRAWS for mode in ("sync", "async")]
 
 
