@@ -1,7 +1,8 @@
 """The simulator against vLLM's real scheduler classes on bigger, stranger draws than the
-committed random ones (bench/vllm_oracle/make_random.py `--wide N --vllm V --seed S`, traced with
-the project's harness, trace034.py): the ones a hunt found parting from the simulator, kept here
-once mended (tests/fixtures/vllm_wide, gzip). Every line must be identical, sync and async.
+committed random ones (bench/vllm_oracle/make_random.py `--wide N` / `--pressure N` `--vllm V
+--seed S`, traced with the project's harness, trace034.py): the ones a hunt found parting from
+the simulator, kept here once mended (tests/fixtures/vllm_wide, gzip). Every line must be
+identical, sync and async.
 
 - wide032_024 (vLLM 0.32.0, seed 779000, draw 24): under the priority policy, a request whose
   allocation fails preempts the lowest-priority running request. Here that victim came before it
@@ -10,8 +11,10 @@ once mended (tests/fixtures/vllm_wide, gzip). Every line must be identical, sync
   `victim_index < req_index`); the simulator moved it back only for a victim it had scheduled, so
   it skipped the next running request (r041, at engine call 121).
 - wide032_017 (vLLM 0.32.0, seed 920000, draw 17): the same, at engine call 76 (r079 skipped).
-Of 680 wide draws traced (1,360 traces: 260 draws under 0.34.0, 210 under 0.33.0, 210 under
-0.32.0, each sync and async), these two parted before the mend; none after it."""
+- pressure032_090 (vLLM 0.32.0, seed 950000, draw 90): the same, at engine call 54 (r024).
+Of 1,420 such draws traced sync and async (2,840 traces: 980 wide, 360 pressure and 80 of the
+usual profiles at scale 4; 1,520 traces under 0.34.0, 660 under 0.33.0, 660 under 0.32.0),
+these three parted before the mend, all 0.32 async; none after it."""
 import gzip
 import json
 import sys
@@ -30,8 +33,10 @@ sys.path.insert(0, str(ROOT / "bench" / "vllm_oracle"))
 from check_trace import check_invariants  # noqa: E402  (the shared oracle's checker)
 import make_random  # noqa: E402  (plain Python: vLLM is imported only to trace)
 
-# name -> (vLLM version, seed, draw)
-DRAWS = {"wide032_024": ("0.32", 779000, 24), "wide032_017": ("0.32", 920000, 17)}
+# name -> (vLLM version, seed, draw); the profile is the name's head
+DRAWS = {"wide032_024": ("0.32", 779000, 24), "wide032_017": ("0.32", 920000, 17),
+         "pressure032_090": ("0.32", 950000, 90)}
+MAKE = {"wide": make_random.draw_wide, "pressure": make_random.draw_pressure}
 CASES = [(name, mode) for name in DRAWS for mode in ("sync", "async")]
 
 
@@ -40,7 +45,7 @@ def test_every_fixture_is_a_listed_draw_of_the_generator():
     assert names == sorted(DRAWS)
     for name, (version, seed, k) in DRAWS.items():
         wl = json.loads((WIDE / f"{name}.workload.json").read_text())
-        assert wl == make_random.draw_wide(k, seed, version), name
+        assert wl == MAKE[name.split("0", 1)[0]](k, seed, version), name
 
 
 @pytest.mark.parametrize("name,mode", CASES)

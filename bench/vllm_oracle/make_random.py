@@ -4,7 +4,7 @@ classes in both modes (trace034.py): the fixtures of tests/test_vllm034_random.p
 
     /tmp/oracle034/bin/python bench/vllm_oracle/make_random.py [--out tests/fixtures/vllm034_random]
         [--count 40] [--extra 6] [--seed 34000]   # --no-trace: only the workloads (no vLLM needed)
-        [--wide N --vllm 0.34|0.33|0.32]          # instead, N bigger and stranger draws (draw_wide), to hunt
+        [--wide N] [--pressure N] --vllm 0.34|0.33|0.32   # instead, bigger and stranger draws, to hunt
 
 Draw k (k = 0..count-1) uses random.Random(seed + k) and writes rand034_<k>.workload.json (its
 config carries "vllm_version": "0.34" and no async key), rand034_<k>.sync.vllm.jsonl (Scheduler,
@@ -214,6 +214,25 @@ def draw_wide(k: int, seed: int, version: str = "0.34") -> dict:
     return {"config": cfg, "requests": reqs}
 
 
+def draw_pressure(k: int, seed: int, version: str = "0.34") -> dict:
+    """draw_wide k pressed (to hunt): mostly the priority policy (priorities -2 to 3), a pool of
+    one longest request and up to a third more, often 2-8 lanes."""
+    wl = draw_wide(k, seed, version)
+    rng = random.Random(5 * 10**6 + seed + k)
+    c, reqs = wl["config"], wl["requests"]
+    if rng.random() < 0.7 and "cache_aware_admission_window" not in c:
+        c["policy"] = "priority"
+        for r in reqs:
+            r["priority"] = rng.choice([0, 1, 2, 3, -2])
+    longest = max(r["prompt_len"] + r["max_tokens"] for r in reqs)
+    need = -(-c.get("max_model_len", longest) // c["block_size"])
+    c["num_gpu_blocks"] = need + 1 + rng.randint(0, max(1, need // 3))
+    if rng.random() < 0.5:
+        c["max_num_seqs"] = min(c["max_num_batched_tokens"], rng.choice([2, 3, 4, 8]))
+    _keep_startable(c, need)
+    return wl
+
+
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
@@ -237,6 +256,8 @@ def main(argv=None) -> int:
     ap.add_argument("--wide", type=int, default=0,
                     help="instead: this many draws of draw_wide (bigger and stranger; named wide<v>_<k>, "
                          "for the --vllm version, sync and async)")
+    ap.add_argument("--pressure", type=int, default=0,
+                    help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32"),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
@@ -251,8 +272,10 @@ def main(argv=None) -> int:
     todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
     todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
     modes = (("sync", False), ("async", True))
-    if a.wide:
+    if a.wide or a.pressure:
         todo = [(f"wide{a.vllm.replace('.', '')}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
+        todo += [(f"pressure{a.vllm.replace('.', '')}_{k:03d}", draw_pressure(k, a.seed, a.vllm))
+                 for k in range(a.pressure)]
     elif a.vllm != "0.34":
         short = a.vllm.replace(".", "")
         todo = [(name.replace("034", f"{short}a"), for_older(wl, a.vllm)) for name, wl in todo]
