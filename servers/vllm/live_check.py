@@ -468,9 +468,9 @@ class LiveDecisions(_Comparison):
                 self.n_done += 1
             arrived.append(r.id)
         if self.bq is not None:
-            n_new, self.clock, self.stalled = _async_call(self.bq, sched, rec, self.cost, step, self.clock, arrived,
-                                                          self.idle_dt, self.stalled, 0.0)
-            self.n_done += n_new
+            finished, self.clock, self.stalled, _, _ = _async_call(self.bq, sched, rec, self.cost, step, self.clock,
+                                                                   arrived, self.idle_dt, self.stalled, 0.0)
+            self.n_done += len(finished)
             return
         if not sched.has_requests():
             rec.idle(step, self.clock, self.idle_dt, sched.pool, arrived)

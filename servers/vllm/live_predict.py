@@ -361,9 +361,9 @@ class _TimedSim:
                 s.inflight[r.id] = (i, seq)
             arrived.append(r.id)
         if bq is not None:
-            n_new, s.clock, s.stalled = _async_call(bq, sched, rec, self.cost, step, clock, arrived, self.idle_dt,
-                                                    s.stalled, self.swap_unit)
-            s.done += n_new
+            finished, s.clock, s.stalled, _, _ = _async_call(bq, sched, rec, self.cost, step, clock, arrived,
+                                                             self.idle_dt, s.stalled, self.swap_unit)
+            s.done += len(finished)
             return True
         if not sched.has_requests():
             rec.idle(step, clock, self.idle_dt, sched.pool, arrived)
