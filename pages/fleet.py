@@ -55,6 +55,7 @@ def apply_config(config: dict, cost: str | None = None) -> None:
     for knob, name in CFG_KEYS.items():
         ss[f"keep_fleet_{knob}"] = int(c[name])
     ss["keep_fleet_prefix"] = bool(c["enable_prefix_caching"])
+    ss["keep_fleet_async"] = bool(c.get("async_scheduling", False))
     if cost:
         ss["keep_fleet_cost"] = cost
 
@@ -71,6 +72,7 @@ SETTINGS = PageSettings("fleet", [
     Setting("keep_fleet_cost", "a100-8B-fp16", str, choices=tuple(COST_PRESETS)),
     *(Setting(f"keep_fleet_{knob}", getattr(_D, name), int, bounds=BOUNDS[name]) for knob, name in CFG_KEYS.items()),
     Setting("keep_fleet_prefix", _D.enable_prefix_caching, bool),
+    Setting("keep_fleet_async", _D.async_scheduling, bool),
     Setting("keep_fleet_replica_configs", "", str),
     *A.settings(), *B.settings(),
     Setting("keep_fleet_ab", True, bool),
@@ -89,7 +91,7 @@ SETTINGS = PageSettings("fleet", [
 
 def common_config() -> dict:
     return {**{name: int(ss[f"keep_fleet_{knob}"]) for knob, name in CFG_KEYS.items()},
-            "enable_prefix_caching": bool(ss["keep_fleet_prefix"])}
+            "enable_prefix_caching": bool(ss["keep_fleet_prefix"]), "async_scheduling": bool(ss["keep_fleet_async"])}
 
 
 def replica_overrides() -> list | None:
@@ -371,6 +373,9 @@ with st.sidebar:
         c2.number_input("Max sequences", *BOUNDS["max_num_seqs"], step=1, key="keep_fleet_max_seqs")
         c1.number_input("Token budget / step", *BOUNDS["max_num_batched_tokens"], step=64, key="keep_fleet_budget")
         c2.toggle("Prefix caching", key="keep_fleet_prefix")
+        c1.toggle("Async scheduling", key="keep_fleet_async",
+                  help="vLLM's async scheduling (its default on GPUs in 0.34): each step is planned before the "
+                       "previous step's tokens are back, so a request finishes one engine call later.")
         with st.expander("Replicas that differ"):
             st.text_input("Per-replica overrides (JSON list)", key="keep_fleet_replica_configs",
                           placeholder='[{}, {"num_gpu_blocks": 500}]',
@@ -421,8 +426,11 @@ def simulated_fleet() -> None:
         fleets[s], keys[s] = fleet, fleet_key(workload, fs, config, ss["keep_fleet_cost"])
         titles[s], routers[s] = side.title(), fs.router
         if s == "a":
-            st.caption(f"Fleet A: {len(workload.requests):,} requests on {fs.replicas} replicas, simulated in "
-                       f"{secs:,.1f} s (cached after).")
+            n_async = sum(bool((t.meta.get("config") or {}).get("async_scheduling")) for t in fleet.replicas)
+            mode = ("sync scheduling" if not n_async else "async scheduling" if n_async == fs.replicas
+                    else f"async scheduling on {n_async} of them")
+            st.caption(f"Fleet A: {len(workload.requests):,} requests on {fs.replicas} replicas ({mode}), simulated "
+                       f"in {secs:,.1f} s (cached after).")
     if "a" not in fleets:
         primer.stop()
     if ss["keep_fleet_ab"] and "b" not in fleets:

@@ -164,10 +164,17 @@ def test_replicas_may_differ():
 
 
 def test_a_replica_may_run_async_scheduling():
-    """vLLM's async scheduling on one replica (its own override): the page runs it beside the
-    sync ones; swap preemption with async is refused in one sentence."""
+    """vLLM's async scheduling on every replica (the toggle, in the URL) or on one (its own
+    override): the page runs it and says so; swap preemption with async is refused in one sentence."""
+    def mode(at) -> str:
+        return next(c.value for c in at.caption if c.value.startswith("Fleet A: ")).split("(", 1)[1].split(")")[0]
+    at = open_page("fleet.py", timeout=180, fleet_ab="false")
+    assert not at.exception and mode(at) == "sync scheduling" and at.toggle(key="keep_fleet_async").value is False
+    at = open_page("fleet.py", timeout=180, fleet_ab="false", fleet_async="true")
+    assert not at.exception and not at.error and mode(at) == "async scheduling"
+    assert at.query_params["fleet_async"] == "true"
     at = open_page("fleet.py", timeout=180, fleet_ab="false", fleet_replica_configs='[{}, {"async_scheduling": true}]')
-    assert not at.exception and not at.error
+    assert not at.exception and not at.error and mode(at) == "async scheduling on 1 of them"
     at = open_page("fleet.py", timeout=180, fleet_ab="false",
                    fleet_replica_configs='[{}, {"async_scheduling": true, "preemption_mode": "swap"}]')
     assert_one_sentence(at, "async_scheduling is modelled with vLLM's own preemption")

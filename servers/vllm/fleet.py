@@ -280,7 +280,8 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         except ValueError as e:   # a vLLM without rules here: its routing can still be replayed
             unruled = str(e)
             warn(f"{unruled}; its routing can still be replayed with --timing recorded")
-        wl = _workload(rec, off, vocab, warn, None if unruled is None else ({"async_scheduling": True} if is_async(rec) else {}))
+        mode = None if unruled is None else ({"async_scheduling": True} if is_async(rec) else {})
+        wl = _workload(rec, off, vocab, warn, mode)
         verdict = decide(rec) if unruled is None else {"equal": None, "not_simulated": unruled}
         tr = _shift_trace(to_trace(rec), off, origin)
         for w in rec.warnings:

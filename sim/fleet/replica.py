@@ -210,6 +210,8 @@ class SimReplica:
         except RuntimeError as e:
             raise RuntimeError(f"replica {self.index}: {e}") from None
         self.clock = end
+        if self.tracks_counters:   # after every call, idle ones too (sim.simulate's async loop)
+            self.rec.record_counters(sched, step)
         if plan is None:
             return   # an idle tick
         self.busy_time += end - clock
@@ -231,8 +233,6 @@ class SimReplica:
             seqs.pop(seq.id, None)   # nothing reads a finished request's state again: free its token ids
             if self._horizon:
                 self._started.pop(seq.id, None)
-        if self.tracks_counters:
-            self.rec.record_counters(sched, step)
 
     def release_horizon(self) -> float:
         """A time before which no request here can finish: every request still to finish needs

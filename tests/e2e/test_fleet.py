@@ -108,7 +108,8 @@ def test_a_16_replica_20k_request_fleet_renders_and_scrubs(page: Page, app_url: 
                            timeout=240_000)
     wait_ready(page, 3, timeout=240_000)
     first = time.monotonic() - t0
-    caption = page.get_by_text(re.compile(r"^Fleet A: 20,000 requests on 16 replicas, simulated in")).inner_text()
+    caption = page.get_by_text(re.compile(r"^Fleet A: 20,000 requests on 16 replicas \(sync scheduling\), "
+                                          r"simulated in")).inner_text()
     sim_s = float(re.search(r"simulated in ([\d.,]+) s", caption).group(1).replace(",", ""))
     info = lanes_meta(page)
     assert len(info["rows"]) == 16 and info["meta"]["bins"] <= 1200

@@ -35,16 +35,19 @@ ASYNC = {"async_scheduling": True}
 
 @pytest.mark.parametrize("cfg", [{}, {"num_gpu_blocks": 60, "preemption_mode": "swap"}, {"policy": "priority"},
                                  ASYNC, {**ASYNC, "num_gpu_blocks": 60}, {**ASYNC, "policy": "priority"},
-                                 {**ASYNC, "vllm_version": "0.32", "num_gpu_blocks": 60}])
+                                 {**ASYNC, "vllm_version": "0.32", "num_gpu_blocks": 60},
+                                 {"policy": "vtc"}, {**ASYNC, "policy": "vtc", "max_queued_requests": 2}])
 def test_one_replica_is_the_single_scheduler(cfg):
     """A fleet of one is sim.simulate on the same timed arrivals: every table equal; with vLLM's
     async scheduling too (each step one call of the batch-queue loop), through preemptions."""
     wl = _workload(**cfg)
     fleet = simulate_fleet(wl, FleetSettings(replicas=1), cost=MS)
     alone = simulate(wl, cost=MS)
-    for name in ("steps", "batch", "requests", "kv", "events"):
+    for name in ("steps", "batch", "requests", "kv", "events", "counters"):
         assert getattr(fleet.replicas[0], name).equals(getattr(alone, name)), name
     assert (fleet.routes["replica"] == 0).all()
+    if cfg.get("policy") == "vtc":
+        assert len(alone.counters) > 0
     if cfg.get("num_gpu_blocks") == 60:
         assert alone.requests["preemptions"].sum() > 0
     if cfg.get("async_scheduling"):   # async parts from sync: the step's output comes a call later
