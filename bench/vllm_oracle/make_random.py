@@ -4,7 +4,7 @@ classes in both modes (trace034.py): the fixtures of tests/test_vllm034_random.p
 
     /tmp/oracle034/bin/python bench/vllm_oracle/make_random.py [--out tests/fixtures/vllm034_random]
         [--count 40] [--extra 6] [--seed 34000]   # --no-trace: only the workloads (no vLLM needed)
-        [--wide N] [--pressure N] --vllm 0.34|0.33|0.32   # instead, bigger and stranger draws, to hunt
+        [--wide N] [--pressure N] [--dup N] --vllm 0.34|0.33|0.32   # instead, stranger draws, to hunt
 
 Draw k (k = 0..count-1) uses random.Random(seed + k) and writes rand034_<k>.workload.json (its
 config carries "vllm_version": "0.34" and no async key), rand034_<k>.sync.vllm.jsonl (Scheduler,
@@ -233,6 +233,44 @@ def draw_pressure(k: int, seed: int, version: str = "0.34") -> dict:
     return wl
 
 
+def draw_dup(k: int, seed: int, version: str = "0.34") -> dict:
+    """A draw of repeated prompts (to hunt): 10-60 requests over 1-5 prompts (a seed and a length,
+    often whole blocks, sometimes one token or a block more or less), prefix caching on, block
+    sizes 1-32: whole-prompt cache hits, the last token computed again, evictions."""
+    rng = random.Random(seed + k)
+    bs = rng.choice([1, 2, 4, 8, 16, 16, 32])
+    n = rng.randint(10, 60)
+    shapes = [(rng.randrange(1, 10**6), rng.choice([bs, 2 * bs, 3 * bs + 1, rng.randint(1, 200)]))
+              for _ in range(rng.randint(1, 5))]
+    reqs = []
+    for i, at in enumerate(sorted(_arrivals(rng, n))):
+        s, length = rng.choice(shapes)
+        if rng.random() < 0.2:
+            length = max(1, length + rng.choice([-1, 1, bs]))
+        reqs.append({"id": f"r{i:03d}", "arrival_step": at, "prompt_len": length, "prompt_seed": s,
+                     "max_tokens": rng.choice([1, 1, 2, 3, 8, 30, 60])})
+    policy = "priority" if rng.random() < 0.3 else "fcfs"
+    if policy == "priority":
+        for r in reqs:
+            r["priority"] = rng.randint(0, 2)
+    longest = max_len = max(r["prompt_len"] + r["max_tokens"] for r in reqs)
+    chunked = rng.random() < 0.8
+    max_seqs = rng.choice([1, 2, 4, 8, 32, 256])
+    budget = rng.choice([4, 16, 64, 256, 2048])
+    if not chunked:
+        budget = max(budget, max_len)
+    budget = max(budget, min(max_seqs, 64))
+    max_seqs = min(max_seqs, budget)
+    need = -(-max_len // bs)
+    blocks = need + 1 + (rng.randint(0, need) if rng.random() < 0.6 else rng.randint(need, 6 * need))
+    cfg = _config(rng, blocks, bs, budget, max_seqs, policy, True, chunked, max_len, longest,
+                  thresholds=((1, 16), (16, 128)), odds=0.2, watermarks=[0.01, 0.05, 0.1],
+                  admission=(0.6, (1, 20), [0.0, 0.3, 0.5, 0.9]) if version == "0.34" else None)
+    cfg["vllm_version"] = version
+    _keep_startable(cfg, need)
+    return {"config": cfg, "requests": reqs}
+
+
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
@@ -258,6 +296,8 @@ def main(argv=None) -> int:
                          "for the --vllm version, sync and async)")
     ap.add_argument("--pressure", type=int, default=0,
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
+    ap.add_argument("--dup", type=int, default=0,
+                    help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
     ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32"),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
@@ -272,10 +312,11 @@ def main(argv=None) -> int:
     todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
     todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
     modes = (("sync", False), ("async", True))
-    if a.wide or a.pressure:
-        todo = [(f"wide{a.vllm.replace('.', '')}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
-        todo += [(f"pressure{a.vllm.replace('.', '')}_{k:03d}", draw_pressure(k, a.seed, a.vllm))
-                 for k in range(a.pressure)]
+    if a.wide or a.pressure or a.dup:
+        v = a.vllm.replace(".", "")
+        todo = [(f"wide{v}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
+        todo += [(f"pressure{v}_{k:03d}", draw_pressure(k, a.seed, a.vllm)) for k in range(a.pressure)]
+        todo += [(f"dup{v}_{k:03d}", draw_dup(k, a.seed, a.vllm)) for k in range(a.dup)]
     elif a.vllm != "0.34":
         short = a.vllm.replace(".", "")
         todo = [(name.replace("034", f"{short}a"), for_older(wl, a.vllm)) for name, wl in todo]
