@@ -331,11 +331,12 @@ def test_cli_calibrated_on_recordings(tmp_path):
 
 
 @pytest.mark.parametrize("kw", [{}, {"refresh_interval": 40.0, "response_tail": 5.0, "router_latency": 1.0}])
-def test_lazy_views_change_nothing(kw, monkeypatch):
+@pytest.mark.parametrize("mode", [{}, ASYNC])
+def test_lazy_views_change_nothing(kw, mode, monkeypatch):
     """power_of_two reads the two drawn replicas only: each replica runs up to a decision only
     when it is drawn, and the fleet is the same to the byte as running them all every time."""
     from sim.fleet.routers.basic import PowerOfTwo
-    wl = _workload(n=150, gap=2.0, blocks=60)
+    wl = _workload(n=150, gap=2.0, blocks=60, **mode)
     s = FleetSettings(replicas=5, router="power_of_two", seed=7, **kw)
     lazy = simulate_fleet(wl, s, cost=MS)
     assert lazy.routes["reason"].eq("lower_load").sum() > 10   # the counts differed: they were read
