@@ -235,8 +235,9 @@ def read_real(key: str, names: tuple[str, ...], _datas: tuple[bytes, ...]) -> di
         verdicts = []
         for rep in real.replicas:
             d = rep.decisions or {}
+            equal = None if d.get("not_simulated") else bool(d.get("equal"))   # None: a vLLM without rules here
             verdicts.append({"replica": rep.name, "file": names[rep.index], "requests": int(len(rep.trace.requests)),
-                             "steps": int(len(rep.trace.steps)), "equal": None if d.get("not_simulated") else bool(d.get("equal")),
+                             "steps": int(len(rep.trace.steps)), "equal": equal,
                              "compared steps": d.get("steps"),
                              "first difference": (d.get("first_difference") or {}).get("step")})
         meta = {k: v for k, v in real.meta.items() if k != "paths"}

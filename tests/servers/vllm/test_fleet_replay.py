@@ -71,9 +71,10 @@ def test_the_kit_s_fleet_is_agreed_on_whole(tokenizer):
     assert doc["routing"] == {"requests": 50, "agree": 50, "agreement": 1.0}
 
 
-@pytest.mark.parametrize("name, mode", [("v034_tight034_00.async", {"vllm_version": "0.34", "async_scheduling": True}),
-                                        ("v033_rand034_01.async", {"vllm_version": "0.33", "async_scheduling": True}),
-                                        ("v032_rand034_01.sync", {"vllm_version": "0.32"})])
+@pytest.mark.parametrize("name, mode", [
+    ("v034_tight034_00.async", {"vllm_version": "0.34", "async_scheduling": True}),
+    ("v033_rand034_01.async", {"vllm_version": "0.33", "async_scheduling": True}),
+    ("v032_rand034_01.sync", {"vllm_version": "0.32"})])
 def test_recordings_are_simulated_under_the_rules_they_ran_with(name, mode, tmp_path):
     """A fleet recorded with vLLM's async scheduling or an older vLLM (here one real-recorder
     recording twice under other request ids), predicted with `--timing simulated`: each replica
@@ -90,7 +91,8 @@ def test_recordings_are_simulated_under_the_rules_they_ran_with(name, mode, tmp_
     s = FleetSettings(replicas=2, router="round_robin")
     fleet = replay(reps, s, timing="simulated")
     assert [r.mode for r in reps] == [mode, mode]
-    assert [t.meta["config"].get("async_scheduling", False) for t in fleet.replicas] == [bool(mode.get("async_scheduling"))] * 2
+    ran_async = [t.meta["config"].get("async_scheduling", False) for t in fleet.replicas]
+    assert ran_async == [bool(mode.get("async_scheduling"))] * 2
     assert len(fleet.routes) == 2 * sum(1 for line in raw.splitlines() if '"kind":"add"' in line)
     assert all(t.requests["finish_time"].notna().all() for t in fleet.replicas)
     for r in reps:   # run the other way, the fleet parts from it: the mode was not dropped on the way
