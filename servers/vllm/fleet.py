@@ -67,6 +67,9 @@ class FleetReplica:
     workload: Workload         # to_workload(timed=True) on the fleet clock, with prompt_text where known
     decisions: dict            # the simulator's verdict, as `sim vllm --json` gives it
     offset_ms: float           # this recording's clock + offset_ms = the fleet clock
+    # the rules it ran under (recording.mode_config: vllm_version, async_scheduling), for simulating
+    # it; a vLLM without rules here keeps its own version, which simulating refuses in one sentence
+    mode: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,7 @@ def _text(ids, vocab: dict[int, str]) -> str | None:
         return None
 
 
-def _workload(rec: Recording, offset_ms: float, vocab, warn, mode: dict | None) -> Workload:
+def _workload(rec: Recording, offset_ms: float, vocab, warn, mode: dict) -> Workload:
     wl = to_workload(rec, timed=True, mode=mode)
     ids = {a["id"]: a.get("prompt") for a in rec.adds}   # the recorded token ids (not ones made from hashes)
     unknown = 0
@@ -275,18 +278,19 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         if rec.continues_earlier:
             warn("the file continues an earlier one (rotated): requests added before it are not in the fleet")
         try:
-            mode_config(rec)
-            unruled = None
+            mode, unruled = mode_config(rec), None
         except ValueError as e:   # a vLLM without rules here: its routing can still be replayed
             unruled = str(e)
             warn(f"{unruled}; its routing can still be replayed with --timing recorded")
-        mode = None if unruled is None else ({"async_scheduling": True} if is_async(rec) else {})
+            mode = {"async_scheduling": True} if is_async(rec) else {}
         wl = _workload(rec, off, vocab, warn, mode)
         verdict = decide(rec) if unruled is None else {"equal": None, "not_simulated": unruled}
+        if unruled is not None:
+            mode = {**mode, "vllm_version": str(rec.header.get("vllm"))}
         tr = _shift_trace(to_trace(rec), off, origin)
         for w in rec.warnings:
             warn(w)
-        replicas.append(FleetReplica(k, name, p, rec, tr, wl, verdict, off))
+        replicas.append(FleetReplica(k, name, p, rec, tr, wl, verdict, off, mode))
         text = {r.id: r.prompt_text for r in wl.requests}
         off_clock = 0
         for a in rec.adds:

@@ -11,14 +11,13 @@ from sim.fleet.recorded import RecordedReplica
 
 from .compare import fit_cost
 from .fleet import RealFleet
-from .recording import mode_config
 
 
 def recorded_replicas(real: RealFleet, with_costs: bool = False) -> list[RecordedReplica]:
     """Each replica's Trace and the requests it served, their arrival_time the front end's arrival
     on the fleet clock (the nearest the recordings come to when the router decided); with_costs:
     a cost model fitted on each replica's own recording (for timing "simulated"). Each carries the
-    rules its header says it ran under (vLLM version, async scheduling: recording.mode_config)."""
+    rules its header says it ran under (FleetReplica.mode: vLLM version, async scheduling)."""
     arrival = {q.id: q.arrival for q in real.requests}
     out = []
     for rep in real.replicas:
@@ -32,11 +31,7 @@ def recorded_replicas(real: RealFleet, with_costs: bool = False) -> list[Recorde
                 cost = fit_cost(rep.recording)
             except ValueError as e:
                 raise ValueError(f"{rep.name}: no cost model can be fitted on it ({e})") from None
-        try:
-            mode = mode_config(rep.recording)   # the rules it ran under, for timing "simulated"
-        except ValueError:   # a vLLM without rules here: simulating it says so in one sentence
-            mode = {"vllm_version": str(rep.recording.header.get("vllm"))}
-        out.append(RecordedReplica(rep.name, rep.trace, reqs, cost, mode))
+        out.append(RecordedReplica(rep.name, rep.trace, reqs, cost, dict(rep.mode)))
     return out
 
 
