@@ -33,14 +33,26 @@ def _load_workload(path: str, **trace_options):
     """The workload in `path`: a workload JSON or a public request trace (sim/public_traces.py;
     trace_options: limit, rate_scale)."""
     from .inputs import parse_workload   # the checks an upload gets (sim/limits.py's rules)
+    from .public_traces import MAX_UNZIPPED_BYTES
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_UNZIPPED_BYTES + 1)   # /dev/zero, or a file of gigabytes, stops here
     except OSError as e:
         raise SystemExit(f"cannot read workload {path}: {e.strerror or e}")
+    except MemoryError:
+        raise SystemExit(f"cannot read workload {path}: it does not fit in memory") from None
+    if len(data) > MAX_UNZIPPED_BYTES:
+        raise SystemExit(f"cannot read workload {path}: it is over {MAX_UNZIPPED_BYTES >> 30} GiB, more than a "
+                         "workload or trace read here may be (take its first part)")
     from .limits import UnknownFormat
     try:
-        return parse_workload(data, path, **trace_options)
+        wl = parse_workload(data, path, **trace_options)
+        given = [f"--{k.replace('_', '-')}" for k, v in trace_options.items()
+                 if v is not None and v != (1.0 if k == "rate_scale" else None)]
+        if given and not getattr(wl, "source", None):   # a workload JSON: its own arrivals, all its requests
+            print(f"warning: {', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to public traces, not to "
+                  f"a workload JSON: ignored", file=sys.stderr)
+        return wl
     except UnknownFormat as e:   # one line; `run --help` spells the formats out
         msg, hint = f"cannot read workload {path}: {e}", " (sim run --help lists them)"
         # the hint where the line stays within 200 characters besides the path the user typed
@@ -382,8 +394,50 @@ def _cost_presets():
     return COST_PRESETS
 
 
+class _Parser(argparse.ArgumentParser):
+    """A mistyped option is one line (what argparse says of it), not the usage block above it."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (--help lists the options)\n")
+
+
+def check_outputs(args) -> None:
+    """SystemExit (one sentence) when a file the command would write is one it reads, or is named
+    for two outputs, or is an empty name: nothing given is overwritten or lost. A subcommand
+    names its output options in `outputs`; every other path-like value is an input."""
+    import os
+    outs = [(d, getattr(args, d, None)) for d in getattr(args, "outputs", ())]
+    outs = [(d, v) for d, v in outs if v is not None and v != "-"]
+    named = {d for d, _ in outs}
+    for d, v in outs:
+        if not v.strip():
+            raise SystemExit(f"--{d.replace('_', '-')} needs a file name")
+    ins = []
+    for d, v in vars(args).items():
+        if d in named or d in ("fn", "outputs"):
+            continue
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, str) and x and os.path.isfile(x):
+                ins.append(x)
+    seen: dict[str, str] = {}
+    for d, v in outs:
+        flag = f"--{d.replace('_', '-')}"
+        real = os.path.realpath(v)
+        if real in seen:
+            raise SystemExit(f"{flag} and {seen[real]} name the same file ({v}): give each output its own")
+        seen[real] = flag
+        if os.path.exists(v):
+            for x in ins:
+                try:
+                    same = os.path.samefile(v, x)
+                except OSError:
+                    same = False
+                if same:
+                    raise SystemExit(f"{flag} {v} is an input of this command: writing it would destroy it")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab core")
+    ap = _Parser(prog="python -m sim", description="Scheduler Lab core")
     sub = ap.add_subparsers(dest="cmd", required=True)
     from .fleet.cli import add_parser as add_fleet_parser
     add_fleet_parser(sub, cmd_fleet)
@@ -393,7 +447,7 @@ def main(argv=None) -> int:
                        epilog=FORMATS_HELP, formatter_class=raw)
     p.add_argument("workload")
     p.add_argument("-o", "--out", help="output JSONL (default stdout)")
-    p.set_defaults(fn=cmd_trace)
+    p.set_defaults(fn=cmd_trace, outputs=("out",))
     p = sub.add_parser("run", help="simulate a workload and save the Trace", epilog=FORMATS_HELP,
                        formatter_class=raw)
     p.add_argument("workload")
@@ -406,7 +460,7 @@ def main(argv=None) -> int:
                    help="public traces: arrivals this many times as fast as recorded (default 1)")
     p.add_argument("--slo", help='SLO targets in the run\'s time unit, JSON: {"ttft": 400, "tpot": 40, "e2e": ..., '
                                  '"tenants": {name: {...}}, "priorities": {n: {...}}}; adds attainment and goodput')
-    p.set_defaults(fn=cmd_run)
+    p.set_defaults(fn=cmd_run, outputs=("out",))
     p = sub.add_parser("lesson", help="figures of the lesson's examples")
     p.add_argument("--json", action="store_true", help="one JSON object on one line")
     p.set_defaults(fn=cmd_lesson)
@@ -419,7 +473,7 @@ def main(argv=None) -> int:
                    help="re-simulate the log's workload as llama-server slots and as vLLM-style scheduling (the "
                         "server's settings), in ms with a cost fitted to the log's calls when it has timestamps, "
                         "else in model calls; print the comparison (JSON with --json)")
-    p.set_defaults(fn=cmd_llamalog)
+    p.set_defaults(fn=cmd_llamalog, outputs=("out",))
     p = sub.add_parser("log", help="read an SGLang, vLLM or llama-server log (engine recognised by content)")
     p.add_argument("log", help="the log file (plain or gzip, any name)")
     p.add_argument("--json", action="store_true", help="print what the log says as one JSON object")
@@ -430,7 +484,7 @@ def main(argv=None) -> int:
                         "stats lines; SGLang: prefill batch lines) under the settings it states, and compare the "
                         "running / waiting / KV usage (and vLLM's throughputs) with the log's; says what it assumed")
     p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
-    p.set_defaults(fn=cmd_log)
+    p.set_defaults(fn=cmd_log, outputs=("out",))
     p = sub.add_parser("vllm", help="read a vLLM server's step recording (servers/vllm/recorder.py)")
     p.add_argument("recording", help="the recording (JSON lines, plain or .gz)")
     p.add_argument("--json", action="store_true", help="print the summary (and predictions) as JSON")
@@ -444,10 +498,11 @@ def main(argv=None) -> int:
                    help="the fitted cost model's form (sim.cost.COST_FORMS: linear = per step + per token + per "
                         "context token; prefill_decode, per_seq, prefill_decode_seq)")
     p.add_argument("--progress", action="store_true", help="show reading progress on stderr")
-    p.set_defaults(fn=cmd_vllm)
+    p.set_defaults(fn=cmd_vllm, outputs=("out", "oracle_jsonl", "workload"))
     from .search_cli import add_search_parser  # the config search's options and command (sim/search_cli.py)
     add_search_parser(sub)
     args = ap.parse_args(argv)
+    check_outputs(args)
     try:
         return args.fn(args)
     except OSError as e:   # an output path that cannot be written (inputs say so themselves)

@@ -300,8 +300,11 @@ def useful_slot_steps(trace: Trace | Digest) -> int:
 def cached_prompt_tokens(trace: Trace) -> float:
     """Prompt tokens served from the prefix cache: the KV each request found already computed
     when it was first scheduled (the requests' cached_tokens; a resume after preemption is
-    recompute, not counted), summed. NaN when the trace knows it for no request."""
+    recompute, not counted), summed: 0 with no request (an idle replica of a fleet). NaN when the
+    trace knows it for none of its requests."""
     c = trace.requests["cached_tokens"] if "cached_tokens" in trace.requests else None
+    if c is not None and not len(c):
+        return 0
     if c is None or not c.notna().any():
         return math.nan
     return int(c.astype("Float64").sum())

@@ -405,10 +405,11 @@ def to_workload(cols: TraceColumns, name: str = "", *, limit: int | None = None,
                          f"(set a request limit)")
     t = cols.time_ms[keep]
     if t[-1] - t[0] > MAX_ARRIVAL_TIME * rate_scale:
-        hours = (t[-1] - t[0]) / 3.6e6   # shown short: a 1e300 timestamp made a 300-digit sentence
+        hours = (t[-1] - t[0]) / 3.6e6 / rate_scale   # as run; shown short (a 1e300 timestamp: 300 digits)
         span = f"{hours:,.0f}" if hours < 1e15 else f"{hours:.3g}"
-        raise ValueError(f"the trace's arrivals span {span} hours; at most "
-                         f"{MAX_ARRIVAL_TIME / 3.6e6 / rate_scale:,.0f} hours of arrivals are run")
+        at = "" if rate_scale == 1.0 else f" at rate scale {rate_scale:g}"
+        raise ValueError(f"the trace's arrivals span {span} hours{at}; at most "
+                         f"{MAX_ARRIVAL_TIME / 3.6e6:,.0f} hours of arrivals are run")
     arrival = ((t - t[0]) / float(rate_scale)).tolist()
     width = max(4, len(str(n - 1)))
     ids = [f"r{i:0{width}d}" for i in keep.tolist()]

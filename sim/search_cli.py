@@ -57,7 +57,7 @@ def add_search_parser(sub) -> None:
     p.add_argument("--placement", metavar="FILE",
                    help="write which node/process ran each config (JSON lines: config, where)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.set_defaults(fn=cmd_search)
+    p.set_defaults(fn=cmd_search, outputs=("out", "placement"))
 
 
 def _json_arg(text: str, what: str):

@@ -47,6 +47,7 @@ VLLM_ID = re.compile(r"^cmpl-(.+)-\d+-[0-9a-f]{8}$")
 TIME_COLUMNS = {"requests": ("arrival_time", "first_scheduled_time", "first_token_time", "finish_time",
                              "received_time"),
                 "steps": ("start", "end"), "events": ("time",)}
+QUIET_GAP_MS = 3_600_000.0   # no replica served anything for this long between two replicas' requests
 APART_S = 24 * 3600.0   # recordings whose starts are further apart than this are hardly one fleet's run
 # A front-end arrival (vLLM's Request.arrival_time, the wall clock) is the request's time in the API
 # server before the scheduler got it: tokenizing, a hop to the engine, a step's wait at most. One
@@ -117,6 +118,9 @@ def client_id(recorded_id: str) -> str:
     return m.group(1) if m else recorded_id
 
 
+MAX_TOKENIZER_BYTES = 256 << 20   # a tokenizer.json read at most (large vocabularies take tens of MB)
+
+
 def load_vocab(path) -> dict[int, str]:
     """token id -> word, from a word-level tokenizer's tokenizer.json (a file, or the model's
     directory that holds it): the tokenizer under which a text prompt of words joined by single
@@ -126,16 +130,22 @@ def load_vocab(path) -> dict[int, str]:
     if p.is_dir():
         p = p / "tokenizer.json"
     try:
-        doc = json.loads(p.read_text())
+        with open(p, "rb") as f:
+            raw = f.read(MAX_TOKENIZER_BYTES + 1)   # /dev/zero, or a file of gigabytes, stops here
     except OSError as e:
         raise ValueError(f"{p}: cannot be read ({e.strerror or e})") from None
-    except (ValueError, UnicodeDecodeError, RecursionError):   # RecursionError: "[" nested past the parser's stack
+    if len(raw) > MAX_TOKENIZER_BYTES:
+        raise ValueError(f"{p}: is over {MAX_TOKENIZER_BYTES >> 20} MB, far more than a tokenizer.json")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):   # UnicodeDecodeError too; RecursionError: "[" nested deep
         raise ValueError(f"{p}: is not a tokenizer.json (not JSON)") from None
     model = doc.get("model") if isinstance(doc, dict) else None
     if not isinstance(model, dict) or model.get("type") != "WordLevel" or not isinstance(model.get("vocab"), dict):
         kind = model.get("type") if isinstance(model, dict) else None
-        raise ValueError(f"{p}: a {kind or 'non'} tokenizer, not a word-level one: its token ids do not give "
-                         "back the text a client sent (tiny_model.py makes a word-level one)")
+        what = f"a {str(kind)[:40]} tokenizer" if kind else "not a tokenizer.json of a known kind"
+        raise ValueError(f"{p}: {what}, not a word-level one: its token ids do not give back the text a client "
+                         "sent (tiny_model.py makes a word-level one)")
     try:
         return {int(i): str(w) for w, i in model["vocab"].items()}
     except (TypeError, ValueError):
@@ -213,6 +223,28 @@ def _workload(rec: Recording, offset_ms: float, vocab, warn, mode: dict) -> Work
         warn(f"{unknown} of {len(reqs)} prompts have no text: they were not recorded as token ids, or hold "
              "ids outside the tokenizer's vocabulary")
     return Workload(requests=reqs, config=wl.config, name=wl.name)
+
+
+def _warn_apart(replicas: list, requests: list, warnings: list) -> None:
+    """A warning when the replicas' requests fall into spells that never overlap, an hour or more
+    apart (recordings of two runs given as one fleet: its clock then spans the gap)."""
+    spans: dict[int, list[float]] = {}
+    for r in requests:
+        if r.added is not None:
+            lo_hi = spans.setdefault(r.replica, [r.added, r.added])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], r.added), max(lo_hi[1], r.added)
+    if len(spans) < 2:
+        return
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    end, last = ordered[0][1][1], ordered[0][0]
+    for k, (lo, hi) in ordered[1:]:
+        if lo - end >= QUIET_GAP_MS:
+            warnings.append(f"{replicas[k].name}'s requests began {(lo - end) / 3_600_000:,.1f} hours after "
+                            f"{replicas[last].name}'s ended, and no replica served one in between: are the "
+                            "recordings one fleet's run? (the fleet's clock spans the gap)")
+            return
+        if hi > end:
+            end, last = hi, k
 
 
 def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] | None = None) -> RealFleet:
@@ -309,6 +341,7 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         if off_clock:
             warn(f"{off_clock:,} of {len(rec.adds):,} front-end arrival times are off the recorder's clock (over "
                  f"{FRONT_END_MAX_MS / 60_000:.0f} minutes before their add, or after it): their add times stand in")
+    _warn_apart(replicas, requests, warnings)
     order = {r.id: i for i, r in enumerate(requests)}
     requests.sort(key=lambda r: (r.arrival if r.arrival is not None else float("inf"), r.replica, order[r.id]))
     meta = {"time_unit": "ms", "time_origin_unix": origin, "vllm": next(iter(versions)), "replicas": names,

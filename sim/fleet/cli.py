@@ -30,7 +30,7 @@ def add_parser(sub, fn) -> None:
                                    "order) and say where the policy would have sent each request.")
     p.add_argument("workload", nargs="?", help="a workload JSON or public request trace (anything `sim run` reads)")
     p.add_argument("--recordings", nargs="+", metavar="REC", help="a real fleet: one recording per replica")
-    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--replicas", type=int, default=None, help="replicas of a simulated fleet (default 2)")
     p.add_argument("--router", default=None, help="the routing policy (default round_robin; with --recordings: none)")
     p.add_argument("--router-config", help="JSON object of the router's settings")
     p.add_argument("--config", help="JSON object of config overrides for every replica")
@@ -46,7 +46,7 @@ def add_parser(sub, fn) -> None:
     p.add_argument("--calibrate", nargs="+", metavar="REC",
                    help="vLLM recordings to fit the step cost model on (one per replica, or one for all) and, "
                         "unless --tail-ms is given, the response tail")
-    p.add_argument("--timing", choices=("recorded", "simulated"), default="recorded",
+    p.add_argument("--timing", choices=("recorded", "simulated"), default=None,
                    help="with --recordings: the router's signals from the recordings' own times, or all predicted")
     p.add_argument("--tokenizer", help="with --recordings: a tokenizer.json whose vocabulary turns prompt ids "
                                        "back into text (for a character-level router)")
@@ -57,7 +57,7 @@ def add_parser(sub, fn) -> None:
     p.add_argument("--routes-csv", help="write the routing table as CSV")
     p.add_argument("--chrome", help="write a Chrome / Perfetto trace (a process per replica and a router track)")
     p.add_argument("--json", action="store_true", help="strict JSON on stdout")
-    p.set_defaults(fn=fn)
+    p.set_defaults(fn=fn, outputs=("out", "routes_csv", "chrome"))
 
 
 def _json_arg(text, what, kind):
@@ -131,13 +131,33 @@ def _text_summary(out: dict) -> None:
                   f"({r['agreement']:.1%})")
 
 
+def _unused(given: dict, of: str) -> None:
+    """A warning on stderr naming the options given that `of` does not use (nothing is silently
+    dropped)."""
+    names = [k for k, v in given.items() if v]
+    if names:
+        print(f"warning: {', '.join(names)} {'does' if len(names) == 1 else 'do'} not apply to {of}: ignored",
+              file=sys.stderr)
+
+
 def cmd_fleet(args, sources: Sources) -> int:
     if args.recordings:
         if args.workload:
             raise SystemExit("give a WORKLOAD or --recordings, not both")
+        _unused({"--replicas": args.replicas is not None, "--config": args.config,
+                 "--replica-configs": args.replica_configs, "--cost": args.cost, "--calibrate": args.calibrate,
+                 "--limit": args.limit is not None, "--rate-scale": args.rate_scale != 1.0,
+                 "--latency-ms": args.latency_ms and not (args.router and args.timing == "simulated"),
+                 "--timing": args.timing and not args.router},
+                "a real fleet's recordings (their replicas, settings and times are the recordings'; --timing goes "
+                "with --router, --latency-ms with --timing simulated)")
+        args.timing = args.timing or "recorded"
         return _cmd_recordings(args, sources.real_fleet())
     if not args.workload:
         raise SystemExit("give a WORKLOAD (a workload JSON or public trace) or --recordings REC ...")
+    _unused({"--tokenizer": args.tokenizer, "--timing": args.timing}, "a simulated fleet (they go with --recordings)")
+    if args.replicas is None:
+        args.replicas = 2
     return _cmd_workload(args, sources)
 
 
@@ -185,6 +205,8 @@ def _calibrated(io, paths: list[str], replicas: int) -> tuple[list, float]:
         raise SystemExit(f"--calibrate takes one recording, or one per replica ({replicas}), not {len(paths)}")
     try:
         real = read_fleet(paths)
+        for w in real.warnings:   # what the reader noticed of the recordings the costs are fitted on
+            print(f"warning: --calibrate: {w}", file=sys.stderr)
         fitted = [r.cost for r in recorded_replicas(real, with_costs=True)]
     except OSError as e:
         raise SystemExit(f"cannot read a recording: {e.strerror or e}")

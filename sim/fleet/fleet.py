@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..cost import UnitsCost
 from ..gc_passes import with_fewer_gc_passes
+from ..limits import MAX_ARRIVAL_TIME
 from ..simulate import max_model_len_for, resolve_config
 from ..versions import check_options
 from ..workload import Workload
@@ -63,6 +64,9 @@ class FleetSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"the fleet's {name} must be a finite time, 0 or more, not {v!r}")
+            if v > MAX_ARRIVAL_TIME:   # past it, a step's duration vanishes in the clock's rounding
+                raise ValueError(f"the fleet's {name} must be at most {MAX_ARRIVAL_TIME:g} (as arrival times), "
+                                 f"not {v:g}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ValueError(f"the fleet's seed must be a whole number, 0 or more, not {self.seed!r}")
         if self.replica_configs is not None:

@@ -6,6 +6,8 @@ Digest: latencies and percentiles over every request, tokens and cached prompt t
 duration from the first step to the last on the shared clock. Each replica's steps keep their
 own numbers within it (offset in the joined table), so per-step counts add up; fairness between
 tenants (jain_index, max_service_gap) is a per-replica idea and is left out of the fleet row.
+Waits, TTFT and E2E run from each request's arrival at the router (a simulated fleet's
+router_latency taken in, as a client measures them; from_router).
 """
 from __future__ import annotations
 
@@ -25,12 +27,34 @@ def _digest(t) -> Digest:
     return t if isinstance(t, Digest) else digest_of(t)
 
 
+def router_latency(fleet) -> float:
+    """How long a simulated fleet's requests took from the router to their replica (0 for a
+    recorded fleet, whose replicas' arrivals are their own)."""
+    if fleet.meta.get("source") != "simulator":
+        return 0.0
+    return float((fleet.meta.get("settings") or {}).get("router_latency") or 0.0)
+
+
+def from_router(t, latency: float):
+    """A replica's run with each request's arrival at the router, not at the replica: what a
+    client measures (the fleet's waits, TTFT and E2E take in the router's latency). `t` itself
+    when the latency is 0."""
+    if not latency:
+        return t
+    from dataclasses import replace
+    d = _digest(t)
+    r = d.requests.copy()
+    r["arrival_time"] = r["arrival_time"].to_numpy(dtype=float) - latency
+    return replace(d, requests=r)
+
+
 def fleet_digest(fleet) -> Digest:
     """The replicas' runs end to end as one Digest (step numbers offset per replica)."""
     reqs, steps, gaps, service = [], [], [], []
     useful, offset = 0, 0
+    latency = router_latency(fleet)
     for t in fleet.replicas:
-        d = _digest(t)
+        d = _digest(from_router(t, latency))
         r = d.requests.copy()
         for c in STEP_COLUMNS_OF_REQUESTS:
             if c in r:
@@ -97,8 +121,11 @@ def _without_service(t):
 
 
 def replica_summaries(fleet, slo=None, fairness: bool = True) -> list[dict]:
+    """sim.metrics.summary per replica, with latencies from the router (from_router)."""
     out = []
+    latency = router_latency(fleet)
     for i, t in enumerate(fleet.replicas):
+        t = from_router(t, latency)
         row = summary(t if fairness else _without_service(t), slo=slo)
         row.update(latency_stats(per_request(t)))
         row["replica"] = i
@@ -156,10 +183,12 @@ def prefix_groups(requests, tokens: int = 64) -> pd.Series:
 
 
 def fleet_requests(fleet) -> pd.DataFrame:
-    """sim.metrics.per_request of every replica, one table, with the replica's index."""
+    """sim.metrics.per_request of every replica, one table, with the replica's index (times from
+    the router, as from_router)."""
     parts = []
+    latency = router_latency(fleet)
     for i, t in enumerate(fleet.replicas):
-        p = per_request(t)
+        p = per_request(from_router(t, latency))
         p.insert(1, "replica", i)
         parts.append(p)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

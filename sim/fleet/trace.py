@@ -85,7 +85,7 @@ class FleetTrace:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ValueError("not a fleet trace file: the 'format' field is missing or wrong")
         version = doc.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= VERSION:
             raise ValueError(f"fleet trace version {version!r} is not one this program reads (up to {VERSION})")
         meta, reps, routes = doc.get("meta"), doc.get("replicas"), doc.get("routes")
         if not isinstance(meta, dict) or not isinstance(reps, list) or not isinstance(routes, dict):
@@ -107,6 +107,15 @@ class FleetTrace:
             bad = table["replica"].to_numpy()
             if len(bad) and (bad.min() < 0 or bad.max() >= len(traces)):
                 raise ValueError("replica")
+            # one row per request each replica served, no more, no fewer (a cut table is no fleet)
+            held = [set(map(str, t.requests["request"].tolist())) for t in traces]
+            counts = [0] * len(traces)
+            for rid, i in zip(map(str, table["request"].tolist()), bad.tolist()):
+                if rid not in held[i]:
+                    raise ValueError(f"request {rid[:80]!r} is not in replica {i}'s run")
+                counts[i] += 1
+            if counts != [len(h) for h in held]:
+                raise ValueError("its rows are not the replicas' requests")
         except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
             raise ValueError(f"not a fleet trace file: its routing table does not have the layout "
                              f"FleetTrace.save writes ({e})") from None

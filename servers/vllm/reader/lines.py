@@ -23,6 +23,10 @@ CONFIG_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_nu
 LINE_KINDS = frozenset(("step", "add", "finish", "end", "header", "rotate"))   # what the recorder writes
 INT_MAX = 2**53   # counts, ids, block numbers: past this the Trace's columns (float64 on the way) would round them
 _INF = (float("inf"), float("-inf"))
+# a time on the recorder's clock: ms since it began (a run of years is far inside; a time past
+# this would have a fleet's clock, or a router's timers, step through aeons). A front end's
+# `arrival` is its own wall clock's and may be anything finite (the fleet reader checks it)
+MAX_TIME_MS = 1e12
 
 
 def as_int(v) -> int:
@@ -38,6 +42,16 @@ def as_num(v):
     x = float(v)
     if x != x or x in _INF:
         raise ValueError("not a finite number")
+    return x
+
+
+def as_time(v):
+    """A time on the recorder's own clock (a step's, an add's, a finish's), or None."""
+    if v is None:
+        return None
+    x = float(v)
+    if not -MAX_TIME_MS <= x <= MAX_TIME_MS:   # NaN and the infinities too
+        raise ValueError("not a time in range")
     return x
 
 
@@ -89,7 +103,7 @@ def clean_step(obj: dict) -> dict:
     obj["fin"] = [(as_int(i), str(why)) for i, why in obj.get("fin") or ()]
     obj["blocks"] = [(as_int(i), as_ints(ids)) for i, ids in obj.get("blocks") or ()]
     t = list(obj.get("t") or [])[:4]
-    obj["t"] = [as_num(x) for x in t + [None] * (4 - len(t))]
+    obj["t"] = [as_time(x) for x in t + [None] * (4 - len(t))]
     for k in ("free", "free_sched", "cached_free", "waiting_n"):
         if obj.get(k) is not None:
             obj[k] = as_int(obj[k])
@@ -172,7 +186,7 @@ def _fast(obj: dict) -> bool:
         return False
     t0, t1, t2, t3 = t
     if not (type(t0) is float and type(t1) is float and type(t2) is float and type(t3) is float) or \
-            t0 - t0 + t1 - t1 + t2 - t2 + t3 - t3 != 0:
+            t0 - t0 + t1 - t1 + t2 - t2 + t3 - t3 != 0 or max(abs(t0), abs(t1), abs(t2), abs(t3)) > MAX_TIME_MS:
         return False
     v = g("free")
     if v is None:
@@ -214,7 +228,7 @@ def clean_add(obj: dict) -> dict:
     """An add line checked; its prompt ids held as an array('q') (8 bytes a token, not a list's 36)."""
     obj.update(i=as_int(obj["i"]), id=str(obj["id"]), prompt_len=as_int(obj["prompt_len"]),
                max_tokens=as_int(obj["max_tokens"]), priority=as_int(obj.get("priority") or 0),
-               before_step=as_int(obj.get("before_step") or 1), added=as_num(obj.get("added")),
+               before_step=as_int(obj.get("before_step") or 1), added=as_time(obj.get("added")),
                arrival=as_num(obj.get("arrival")))
     if obj.get("prompt") is not None:   # token ids: plain 64-bit ints (they are never a float column)
         try:
@@ -233,7 +247,7 @@ def clean_add(obj: dict) -> dict:
 
 
 def clean_finish(obj: dict) -> dict:
-    obj.update(i=as_int(obj["i"]), reason=str(obj.get("reason")), t=as_num(obj.get("t")),
+    obj.update(i=as_int(obj["i"]), reason=str(obj.get("reason")), t=as_time(obj.get("t")),
                after_step=as_int(obj.get("after_step") or 0))
     return obj
 

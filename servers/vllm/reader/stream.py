@@ -222,7 +222,9 @@ class RecordingStream:
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             if isinstance(e, RecordingRestarted):
                 raise
-            rec.warn(f"a {str(kind)[:20]!r} line is damaged or of another format: skipped")
+            what = repr(str(kind)[:20])
+            rec.warn(f"{'an' if what[1:2] in tuple('aeiou') else 'a'} {what} line is damaged or of another "
+                     "format: skipped")
 
 
 def read_all(source, *, progress=None, name: str | None = None, max_text: int = MAX_TEXT_BYTES,

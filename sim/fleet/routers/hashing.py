@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from functools import lru_cache
+from string import Formatter
 
+from ...limits import shown
 from ..routing import Decision, Router, register_router
 
 _M = 0xC6A4A7935BD1E995
@@ -36,6 +38,7 @@ _FURC_SHIFT = 23
 _FURC_MAX_TRIES = 32
 _LARGE_MODULUS = (1 << 23) - 1
 VIRTUAL_NODES_PER_WORKER = 160
+MAX_VIRTUAL_NODES = 10_000   # a ring of 1,024 replicas x this takes seconds to build: a bound on the work
 
 
 def murmur_hash_64a(key: bytes, seed: int) -> int:
@@ -137,13 +140,18 @@ class ConsistentHash(Router):
     def validate(cls, config):
         if config["key"] not in cls.KEYS:
             raise ValueError(f"router consistent_hash setting key must be tenant or request, not {config['key']!r}")
-        if config["virtual_nodes"] < 1:
-            raise ValueError("router consistent_hash setting virtual_nodes must be 1 or more")
-        try:
-            config["url_format"].format(port=0, i=0)
-        except (KeyError, IndexError, ValueError):
-            raise ValueError("router consistent_hash setting url_format may name only {port} and {i}, "
-                             f"not {config['url_format']!r}") from None
+        if not 1 <= config["virtual_nodes"] <= MAX_VIRTUAL_NODES:
+            raise ValueError(f"router consistent_hash setting virtual_nodes must be from 1 to {MAX_VIRTUAL_NODES:,} "
+                             f"(vllm-router's is {VIRTUAL_NODES_PER_WORKER}), not {config['virtual_nodes']:,}")
+        fmt = config["url_format"]
+        try:   # plain {port} and {i} only: a format spec or an attribute could ask for anything
+            plain = all(f is None or (f in ("port", "i") and not spec and conv is None)
+                        for _, f, spec, conv in Formatter().parse(fmt))
+        except ValueError:
+            plain = False
+        if not plain:
+            raise ValueError("router consistent_hash setting url_format may name only {port} and {i}, as they "
+                             f"are, not {shown(fmt)}")
 
     def __init__(self, num_replicas, config=None, seed=0):
         super().__init__(num_replicas, config, seed)

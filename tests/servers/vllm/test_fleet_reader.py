@@ -178,6 +178,21 @@ def test_load_vocab_of_a_missing_file(tmp_path):
         load_vocab(tmp_path / "nowhere")
 
 
+def test_load_vocab_stops_reading_past_its_limit(tmp_path, monkeypatch):
+    """/dev/zero, or a file of gigabytes, given as --tokenizer: read up to the limit, then one
+    sentence (it used to be read whole, into a MemoryError)."""
+    from servers.vllm import fleet
+    monkeypatch.setattr(fleet, "MAX_TOKENIZER_BYTES", 1000)
+    big = tmp_path / "tokenizer.json"
+    big.write_bytes(b" " * 1001)
+    with pytest.raises(ValueError, match="is over 0 MB, far more than a tokenizer.json"):
+        load_vocab(big)
+    big.write_text('{"a": ' + "9" * 5000 + "}")   # past Python's 4,300-digit int limit: still "not JSON"
+    monkeypatch.setattr(fleet, "MAX_TOKENIZER_BYTES", 10_000)
+    with pytest.raises(ValueError, match="not JSON"):
+        load_vocab(big)
+
+
 # ------------------------------------------------------------------------------------- bad input
 
 def lines(path: Path) -> list[dict]:
@@ -326,6 +341,35 @@ def test_recordings_a_day_apart_are_read_with_a_warning(tmp_path):
     rows[0]["started_unix"] += 3 * 86400
     fleet = read_fleet([KIT_RECS[0], write(tmp_path / "rec-8102.jsonl", rows)])
     assert any("hours apart" in w for w in fleet.warnings)
+
+
+def test_recordings_of_two_runs_hours_apart_are_read_with_a_warning(tmp_path):
+    """Replicas whose requests fall in spells an hour or more apart, with nothing served between:
+    two runs given as one fleet (their servers may have started together; a fleet's replica
+    may also sit idle for a while, so it is a warning, not a refusal)."""
+    rows = lines(KIT_RECS[1])
+    for r in rows:
+        for k in ("arrival", "added", "t"):
+            if isinstance(r.get(k), (int, float)):
+                r[k] += 2 * 3_600_000
+        if r.get("kind") == "step":
+            r["t"] = [x + 2 * 3_600_000 for x in r["t"]]
+    fleet = read_fleet([KIT_RECS[0], write(tmp_path / "rec-8102.jsonl", rows)])
+    said = [w for w in fleet.warnings if "no replica served one in between" in w]
+    assert said and said[0].startswith("rec-8102's requests began 2.0 hours after rec-8101's ended")
+    assert not any("in between" in w for w in read_fleet(KIT_RECS).warnings)
+
+
+def test_a_time_past_the_clock_s_range_is_a_damaged_line(tmp_path):
+    """An add at 1e300 ms used to be taken: a cache-aware router's eviction timer then stepped to
+    it. Times are ms since the recorder began; past 1e12 the line is damaged and skipped."""
+    rows = lines(KIT_RECS[0])
+    add = next(r for r in rows if r.get("kind") == "add")
+    add["added"] = add["arrival"] = 1e300
+    fleet = read_fleet([write(tmp_path / "rec-8101.jsonl", rows), KIT_RECS[1]])
+    assert any("rec-8101: an 'add' line is damaged or of another format: skipped" == w for w in fleet.warnings)
+    assert add["id"] not in {q.id for q in fleet.requests}
+    assert max(q.added for q in fleet.requests) < 1e7
 
 
 def test_arrivals_off_the_recorder_s_clock_give_way_to_the_add_times(tmp_path):
