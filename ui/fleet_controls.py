@@ -224,7 +224,8 @@ class RouterSide:
                                  help="A request leaves the router's in-flight count this long after the step "
                                       "that produced its last token (streaming and the hop back).")
         c3.number_input("Router latency (ms)", 0.0, MAX_MS, step=1.0, key=self.k("latency"), format="%g",
-                        help="Router decision -> the request reaches its replica.")
+                        help="Router decision -> the request reaches its replica. The fleet's waits, TTFT and "
+                             "end-to-end times run from the router, so they include it.")
         c4.number_input("Seed", 0, 2**31 - 1, step=1, key=self.k("seed"),
                         help="The router's randomness (random, power of two, random ties).")
         with st.expander("Router knobs as JSON"):

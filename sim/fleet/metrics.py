@@ -29,8 +29,8 @@ def _digest(t) -> Digest:
 
 def router_latency(fleet) -> float:
     """How long a simulated fleet's requests took from the router to their replica (0 for a
-    recorded fleet, whose replicas' arrivals are their own)."""
-    if fleet.meta.get("source") != "simulator":
+    recorded fleet, whose replicas' runs are the recordings)."""
+    if fleet.meta.get("source") not in ("simulator", "simulated from recordings"):
         return 0.0
     return float((fleet.meta.get("settings") or {}).get("router_latency") or 0.0)
 

@@ -99,3 +99,23 @@ def test_recordings_are_simulated_under_the_rules_they_ran_with(name, mode, tmp_
         r.mode = {**r.mode, "async_scheduling": not mode.get("async_scheduling")}
     other = replay(reps, s, timing="simulated")
     assert not all(a.steps.equals(b.steps) for a, b in zip(fleet.replicas, other.replicas))
+
+
+def test_a_router_latency_counts_in_a_predicted_fleet_s_ttft_and_not_in_a_recorded_one():
+    """`--timing simulated` with --latency-ms: each request reaches its simulated replica that
+    much later, and the fleet's TTFT (from the router) takes it in; a recorded fleet's runs are
+    the recordings, whatever the setting."""
+    from servers.vllm.fleet import read_fleet
+    from servers.vllm.fleet_replay import recorded_replicas
+    from sim.fleet import FleetSettings, fleet_summary
+    from sim.fleet.recorded import replay
+    kit = FLEETS / "kit-vllm-cache_aware-tokens"
+    reps = recorded_replicas(read_fleet([kit / "rec-8101.jsonl.gz", kit / "rec-8102.jsonl.gz"]), with_costs=True)
+    got = {}
+    for timing in ("simulated", "recorded"):
+        for lat in (0.0, 5.0):
+            f = replay(reps, FleetSettings(replicas=2, router="round_robin", router_latency=lat), timing=timing)
+            got[timing, lat] = fleet_summary(f)["metrics"]
+    for k in ("ttft_p50", "ttft_mean", "e2e_mean"):
+        assert got["simulated", 5.0][k] == pytest.approx(got["simulated", 0.0][k] + 5.0, abs=1e-6), k
+        assert got["recorded", 5.0][k] == got["recorded", 0.0][k], k
