@@ -5,6 +5,8 @@ floats; animation frames carry only layout deltas; past ~2k bars, aggregate; cap
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -54,6 +56,17 @@ def _template() -> go.layout.Template:
 # Every figure's look: the template above and one font.
 TEMPLATE = _template()
 FONT = {"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2937"}
+
+
+def plotly_text(values):
+    """Text from a user or a log (request ids, tenants, replica names) as Plotly should show it in
+    hovers, ticks, legends and titles: as written. Plotly renders a pseudo-HTML of its own there
+    (<a href>, <b>, <br>, <span style>, entities); escaped, a tag is shown, never followed. A
+    list or array gives a list (an object array stays one), a text gives a text."""
+    if isinstance(values, str):
+        return html.escape(values)
+    out = [html.escape(str(v)) for v in values]
+    return np.asarray(out, dtype=object) if isinstance(values, np.ndarray) else out
 
 
 def tick_room(largest: float, fits: int = 2) -> int:

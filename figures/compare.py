@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 
 from .animate import assemble
-from .common import CONTROLS_MARGIN_B, FONT, MAX_BARS, TEMPLATE, pick_frames, play_controls, themed
+from .common import CONTROLS_MARGIN_B, FONT, MAX_BARS, TEMPLATE, pick_frames, play_controls, plotly_text, themed
 from .playback import lane_traces
 
 MAX_POINTS = 20_000   # markers drawn of a long sorted change curve (change_figure)
@@ -185,14 +185,15 @@ def change_figure(diff: pd.DataFrame, metric: str = "e2e", unit: str = "", max_b
     d = d[d[col].notna()].sort_values(col, kind="stable")
     v = d[col].to_numpy(dtype=float)
     colour = np.where(v < -1e-9, FASTER, np.where(v > 1e-9, SLOWER, SAME))
-    custom = np.stack([d["request"].to_numpy(), d[ca].to_numpy(dtype=float), d[cb].to_numpy(dtype=float)], axis=-1)
+    shown = plotly_text(np.asarray(d["request"].to_numpy(), dtype=object))   # ids as written, never as markup
+    custom = np.stack([shown, d[ca].to_numpy(dtype=float), d[cb].to_numpy(dtype=float)], axis=-1)
     label = {"e2e": "end-to-end latency", "ttft": "time to first token"}.get(metric, metric)
     u = f" {unit}" if unit else ""
     hover = ("%{customdata[0]}<br>A %{customdata[1]:.4~g}" + u + " → B %{customdata[2]:.4~g}" + u
              + "<br>change %{y:+.4~g}" + u + "<extra></extra>")
     fig = go.Figure()
     if len(d) <= max_bars:
-        fig.add_trace(go.Bar(x=d["request"], y=v, marker_color=colour, marker_line_width=0, customdata=custom,
+        fig.add_trace(go.Bar(x=shown, y=v, marker_color=colour, marker_line_width=0, customdata=custom,
                              hovertemplate=hover, name="B - A"))
         fig.update_xaxes(type="category", title_text="request (sorted by the change)",
                          showticklabels=len(d) <= 60, tickangle=-45)

@@ -27,7 +27,8 @@ import plotly.graph_objects as go
 from sim.fleet.metrics import fleet_requests, latency_stats, request_changes  # noqa: F401 (the page's)
 
 from .animate import assemble
-from .common import EMPTY, FONT, MAX_HOVER_CELLS, PREEMPT, REQUEST_PALETTE, TEMPLATE, discrete_colorscale, tick_room
+from .common import (EMPTY, FONT, MAX_HOVER_CELLS, PREEMPT, REQUEST_PALETTE, TEMPLATE, discrete_colorscale,
+                     plotly_text, tick_room)
 
 MAX_LANE_BINS = 1200        # time columns of the lanes figure, whatever the window
 MAX_LANE_CELLS = 400_000    # cells of all the replicas' lanes: fewer columns when there are many slots
@@ -209,6 +210,7 @@ def lanes_figure(fleet, t: float | None = None, window: tuple[float, float] | No
     neighbours differ), prefill lighter and recompute darker, preemptions as red ×, the scrub
     time `t` a line across every row. layout.meta: replicas, names, slots, window, bins, cells, t."""
     names = fleet.names
+    shown = plotly_text(names)
     n = fleet.num_replicas
     t0, t1 = window or fleet_span(fleet)
     slots = [replica_slots(tr) for tr in fleet.replicas]
@@ -224,32 +226,35 @@ def lanes_figure(fleet, t: float | None = None, window: tuple[float, float] | No
         centres, grid, kinds, _ = lane_time_grid(tr, t0, t1, bins, slots[i])
         z = np.where(grid >= 0, grid % p, -1).astype(np.int8)
         y = np.arange(slots[i])
-        heat = {"type": "heatmap", "name": names[i], "z": z, "x": centres.astype(np.float64), "y": y,
+        heat = {"type": "heatmap", "name": shown[i], "z": z, "x": centres.astype(np.float64), "y": y,
                 "colorscale": scale, "zmin": -1.5, "zmax": p - 0.5, "showscale": False,
                 "xaxis": "x", "yaxis": _yref(i), "ygap": 1 if slots[i] <= 16 else 0}
         if hover:
-            ids = np.asarray(tr.requests["request"].astype(str).to_numpy(), dtype=object)
+            ids = plotly_text(np.asarray(tr.requests["request"].astype(str).to_numpy(), dtype=object))
             kind_word = np.array(["prefill", "decode", "recompute", "padding"], dtype=object)
-            txt = np.where(grid >= 0, ids[np.maximum(grid, 0)] + " · " + kind_word[kinds], "idle")
+            if len(ids):
+                txt = np.where(grid >= 0, ids[np.maximum(grid, 0)] + " · " + kind_word[kinds], "idle")
+            else:   # a replica the router sent nothing: every cell idle
+                txt = np.full(grid.shape, "idle", dtype=object)
             heat["customdata"] = txt
-            heat["hovertemplate"] = (f"{names[i]} · slot %{{y}}<br>%{{x:.1f}} ms<br>%{{customdata}}<extra></extra>")
+            heat["hovertemplate"] = (f"{shown[i]} · slot %{{y}}<br>%{{x:.1f}} ms<br>%{{customdata}}<extra></extra>")
         else:
-            heat["hovertemplate"] = f"{names[i]} · slot %{{y}}<br>%{{x:.1f}} ms<extra></extra>"
+            heat["hovertemplate"] = f"{shown[i]} · slot %{{y}}<br>%{{x:.1f}} ms<extra></extra>"
         data.append(heat)
         if shade_ok:
             shade = np.where((grid >= 0) & (kinds != KIND_CODE["decode"]), kinds, 1).astype(np.int8)
             if (shade != 1).any():
-                data.append({"type": "heatmap", "name": f"{names[i]} kind", "z": shade,
+                data.append({"type": "heatmap", "name": f"{shown[i]} kind", "z": shade,
                              "x": centres.astype(np.float64), "y": y, "zmin": -0.5, "zmax": 3.5,
                              "colorscale": shade_scale, "showscale": False, "hoverinfo": "skip",
                              "xaxis": "x", "yaxis": _yref(i), "ygap": heat["ygap"]})
-        data += _preempt_marks(tr, t0, t1, i, names[i])
+        data += _preempt_marks(tr, t0, t1, i, shown[i])
     heights = [float(min(max(9 * s, 34), 150)) for s in slots]
     plot_px = sum(heights) + 6 * (n - 1)
     height = int(plot_px + 110)
     layout = {"height": height, "template": TEMPLATE, "font": FONT, "hoverlabel": {"font": {"size": 12}},
               "margin": {"l": 96, "r": 20, "t": 30, "b": 64}, "showlegend": False,
-              **_rows_axes(heights, 6, plot_px, [_short(nm) for nm in names]),
+              **_rows_axes(heights, 6, plot_px, [plotly_text(_short(nm)) for nm in names]),
               "shapes": _marker(t), "meta": {"replicas": n, "names": names, "slots": slots, "window": [t0, t1],
                                              "bins": bins, "cells": cells, "t": t, "hover": hover}}
     layout["xaxis"]["range"] = [t0, t1]
@@ -279,7 +284,7 @@ def _preempt_marks(tr, t0: float, t1: float, i: int, name: str) -> list[dict]:
     return [{"type": "scatter", "mode": "markers", "name": "preempted",
              "x": at[ok], "y": slot[ok], "xaxis": "x", "yaxis": _yref(i),
              "marker": {"symbol": "x", "size": 8, "color": PREEMPT},
-             "customdata": pre["request"].astype(str).to_numpy()[ok],
+             "customdata": plotly_text(pre["request"].astype(str).to_numpy()[ok]),
              "hovertemplate": f"{name}: %{{customdata}} preempted at %{{x:.1f}} ms<extra></extra>"}]
 
 
@@ -335,7 +340,7 @@ def signals_figure(fleet, t: float | None = None, max_points: int = MAX_POINTS) 
     per replica (its colour the same in every row; the legend toggles a replica in all rows).
     Past max_points steps (fewer with many replicas: MAX_FIGURE_POINTS a signal) a line shows each
     time bin's peak. layout.meta: signals, replicas, points (all lines), max_points (a line)."""
-    names = fleet.names
+    names = plotly_text(fleet.names)
     lo, hi = fleet_span(fleet)
     data: list[dict] = []
     points = 0
@@ -448,10 +453,16 @@ def fleet_at(fleet, t: float) -> pd.DataFrame:
 # Routing decisions
 # ---------------------------------------------------------------------------------------------
 
+def _score(x) -> float:
+    """One replica's score as the file gave it: a number, or NaN (not scored, or not a number:
+    a hand-edited file)."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+
 def decision_scores(text) -> dict[str, list[float]]:
     """A routing row's `scores` JSON: scorer -> one score per replica (NaN where not scored)."""
     doc = _detail(text)
-    return {str(k): [math.nan if x is None else float(x) for x in v] for k, v in doc.items() if isinstance(v, list)}
+    return {str(k): [_score(x) for x in v] for k, v in doc.items() if isinstance(v, list)}
 
 
 def _detail(text) -> dict:
@@ -466,7 +477,7 @@ def _detail(text) -> dict:
 
 
 def _g(x) -> str:
-    if x is None or x != x or x in (math.inf, -math.inf):
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or x != x or x in (math.inf, -math.inf):
         return "–"
     return "%d" % x if x == int(x) and abs(x) < 1e15 else "%.4g" % x
 
@@ -553,6 +564,7 @@ def scores_figure(fleet, request: str) -> go.Figure:
     scorer, scales differ), the picked replica dark. layout.meta: request, scorers, picked."""
     row = routing_row(fleet, request)
     names = fleet.names
+    shown = plotly_text(names)
     scores = decision_scores(row["scores"]) if row is not None else {}
     pred = row is not None and "predicted" in row.index
     picked = (int(row["predicted"]) if pred else int(row["replica"])) if row is not None else None
@@ -576,7 +588,7 @@ def scores_figure(fleet, request: str) -> go.Figure:
         lay[f"yaxis{ax}"] = {"domain": [y1 - h, y1], "anchor": f"x{ax}", "rangemode": "tozero", "zeroline": True}
         v = np.asarray(scores[k], dtype=float)
         colours = [PICKED if i == picked else OTHER for i in range(len(v))]
-        data.append({"type": "bar", "x": names[:len(v)], "y": np.where(np.isnan(v), None, v).tolist(), "name": k,
+        data.append({"type": "bar", "x": shown[:len(v)], "y": np.where(np.isnan(v), None, v).tolist(), "name": k,
                      "marker": {"color": colours}, "xaxis": f"x{ax}", "yaxis": f"y{ax}",
                      "hovertemplate": f"%{{x}}<br>{k}: %{{y:.4~g}}<extra></extra>"})
         annotations.append({"text": k, "x": x0, "xanchor": "left", "xref": "paper", "y": y1, "yanchor": "bottom",
@@ -640,7 +652,7 @@ def placement_figure(tables: list[pd.DataFrame], titles: list[str], names: list[
                              "showticklabels": j == 0}
         z = t.to_numpy(dtype=np.int32)
         small = z.size <= 600
-        data.append({"type": "heatmap", "z": z, "x": [names[j][c] for c in t.columns], "y": labels,
+        data.append({"type": "heatmap", "z": z, "x": plotly_text([names[j][c] for c in t.columns]), "y": labels,
                      "colorscale": [[0, "#FFFFFF"], [0.001, "#DCE6F0"], [1, "#1F4E79"]], "zmin": 0,
                      "zmax": max(int(z.max()) if z.size else 1, 1), "showscale": False, "xgap": 1, "ygap": 1,
                      "xaxis": f"x{ax}", "yaxis": f"y{ax}",

@@ -21,8 +21,8 @@ from sim.trace import Trace
 from .animate import assemble
 from .common import (CACHED_FREE, CONTROLS_MARGIN_B, EMPTY, FONT, FREE, KIND_COLOURS, MAX_BARS, MAX_DISCRETE_REQUESTS,
                      MAX_GRID_COLUMNS, MAX_HOVER_CELLS, MAX_LABEL_CELLS, NULL_BLOCK, PREEMPT, REJECT, TEMPLATE,
-                     colour_codes, discrete_colorscale, legend_swatch, pick_frames, play_controls, request_colour, themed,
-                     tick_room)
+                     colour_codes, discrete_colorscale, legend_swatch, pick_frames, play_controls, plotly_text,
+                     request_colour, themed, tick_room)
 
 KIND_CODE = {"prefill": 0, "decode": 1, "recompute": 2, "padding": 3}
 # drawn over the request colour: prefill lighter, recompute darker, padding almost blank
@@ -118,7 +118,7 @@ def _rejection_marks(rej: pd.DataFrame, y, size: int, **axes) -> dict:
     return {"type": "scattergl" if len(rej) > 2000 else "scatter", "name": "rejected (queue full or SLO admission)",
             "x": rej["step"].to_numpy(), "y": y, "mode": "markers", "cliponaxis": False,
             "marker": {"symbol": "triangle-down", "size": size, "color": REJECT, "line": {"width": 1, "color": "white"}},
-            "customdata": np.stack([rej["count"].to_numpy(), rej["who"].astype(str).to_numpy()], axis=-1),
+            "customdata": np.stack([rej["count"].to_numpy(), plotly_text(rej["who"].astype(str).to_numpy())], axis=-1),
             "hovertemplate": "step %{x}: %{customdata[0]} arrival(s) rejected, the queue was full"
                              "<br>%{customdata[1]}<extra></extra>", **axes}
 
@@ -146,7 +146,7 @@ def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
             tok = used["tokens"].to_numpy()
             cb = used["computed_before"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
             tenant = used["request"].map(trace.requests.set_index("request")["tenant"]).astype(str).to_numpy()
-            txt = (used["request"].astype(str).to_numpy() + " · tenant " + tenant + " · "
+            txt = (plotly_text(used["request"].astype(str).to_numpy()) + " · tenant " + plotly_text(tenant) + " · "
                    + used["kind"].astype(str).to_numpy() + " " + tok.astype(str) + " tok"
                    + np.where(np.isnan(cb), "", " · computed before " + np.nan_to_num(cb).astype(int).astype(str)))
             hover[used["_slot"].to_numpy(), used["_col"].to_numpy()] = txt
@@ -188,8 +188,8 @@ def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
                      "x": pre["step"].to_numpy(), "y": pre["slot"].to_numpy(), "mode": "markers",
                      "marker": {"symbol": "x", "size": 13 if n_slots <= 40 else 8, "color": PREEMPT,
                                 "line": {"width": 1, "color": "white"}},
-                     "customdata": np.stack([pre["request"].astype(str).to_numpy(),
-                                             pre["detail"].astype(str).to_numpy()], axis=-1),
+                     "customdata": np.stack([plotly_text(pre["request"].astype(str).to_numpy()),
+                                             plotly_text(pre["detail"].astype(str).to_numpy())], axis=-1),
                      "hovertemplate": "step %{x}: %{customdata[0]} preempted<br>%{customdata[1]}<extra></extra>"})
     rej = rejected_per_step(trace)
     if len(rej):   # a rejected request never held a slot: its mark sits in a strip above slot 0
@@ -362,7 +362,7 @@ def kv_map_figure(trace: Trace, step: int) -> go.Figure:
         if b == 0:
             hover[b] = "block 0 · the null block (never allocated)"
             continue
-        h = st["holders"][b]
+        h = plotly_text(st["holders"][b])
         state = ("held by " + ", ".join(h)) if h else ("free, cached prefix" if st["cached"][b] else "free")
         hover[b] = f"block {b} · {state}" + (" · hashed (cached)" if h and st["cached"][b] else "")
     fig = go.Figure()
@@ -373,7 +373,7 @@ def kv_map_figure(trace: Trace, step: int) -> go.Figure:
     if n <= 64:  # label cells: block id, and the holder when the cells are wide enough
         lab = np.full(rows * cols, "", dtype=object)
         for b in range(n):
-            h = st["holders"][b]
+            h = plotly_text(st["holders"][b])
             who = "null" if b == 0 else ("+".join(h) if h else ("cached" if st["cached"][b] else "free"))
             lab[b] = f"{b}<br>{who}" if n <= 16 else str(b)
         heat["text"] = lab.reshape(rows, cols)

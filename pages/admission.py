@@ -16,6 +16,7 @@ from sim.lessons.admission import QueueSetup, curves, final_stats, rejections, s
 from sim.run_memory import run_bytes
 from ui import primer
 from ui.exports import export_panel
+from ui.labels import inert
 from ui.runs import MAX_STEPS, RUN_MEMORY_BYTES, run_trace
 from ui.state import PageSettings, Setting
 
@@ -91,7 +92,7 @@ if limit:
 try:
     results = {label: run_curves(s) for label, s in setups.items()}  # same seed: the same arrivals
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
-    st.error(f"This configuration cannot run: {e}", icon=":material/error:")
+    st.error(inert(f"This configuration cannot run: {e}"), icon=":material/error:")
     primer.stop()
 stats = {label: r[2] for label, r in results.items()}
 

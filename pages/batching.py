@@ -12,6 +12,7 @@ from sim.lessons.lesson import LESSON_OUTPUT_LENS
 from sim.lessons.sweeps import batching_config, batching_figures, batching_workload, parse_int_list
 from ui import primer
 from ui.exports import export_panel
+from ui.labels import inert
 from ui.runs import run_trace
 from ui.state import PageSettings, Setting
 
@@ -54,7 +55,7 @@ try:
     arrivals = parse_int_list(arr_text, "arrival step", 0, MAX_ARRIVAL, MAX_REQUESTS) if arr_text else None
     workload = batching_workload(outputs, arrivals)
 except ValueError as e:
-    st.error(f"Check the requests on the left: {e}.", icon=":material/error:")
+    st.error(inert(f"Check the requests on the left: {e}."), icon=":material/error:")
     primer.stop()
 slots = int(ss["keep_sb_slots"])
 static = run_trace(workload, batching_config("static", slots), "units")

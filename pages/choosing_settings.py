@@ -32,7 +32,7 @@ from sim.versions import GPU_DEFAULTS, gpu_blocks
 from sim.search import (Grid, LocalSearch, Runner, SearchJob, best, check_configs, describe, table_rows, to_csv,
                         values_from_text)
 from ui import primer
-from ui.labels import fmt
+from ui.labels import fmt, inert
 from ui.state import PageSettings, Setting
 from ui.workloads import BUILTIN, WorkloadPicker
 
@@ -318,7 +318,7 @@ try:
         workload, knobs, {k: ss[f"keep_cs_v_{k}"] for k in knobs}, ss["keep_cs_cost"],
         {k: ss.get(f"keep_cs_{k}") for k in ("ttft", "tpot", "e2e")})
 except ValueError as e:
-    st.error(f"This search cannot run: {e}.", icon=":material/error:")
+    st.error(inert(f"This search cannot run: {e}."), icon=":material/error:")
     primer.stop()
 
 run = ss.get(RUN)
@@ -373,7 +373,7 @@ if example is None:
                     run["search"] = _start_background(job, configs, backend)
                 except ValueError as e:
                     run["running"] = False
-                    st.error(f"The search could not start: {e}", icon=":material/error:")
+                    st.error(inert(f"The search could not start: {e}"), icon=":material/error:")
                     primer.stop()
             search = run["search"]
             for i, row, _where, _sec in search.poll(CHUNK_S):

@@ -16,6 +16,7 @@ from sim.lessons.lesson import long_prompt_summary
 from sim.lessons.sweeps import LESSON_BUDGETS, budget_sweep, interference_case, min_budget, sweep_budgets, sweet_spot
 from ui import primer
 from ui.exports import export_panel
+from ui.labels import inert
 from ui.runs import run_trace
 from ui.state import PageSettings, Setting
 
@@ -71,7 +72,7 @@ workload, config, horizon = interference_case(decoders, prompt, budget, ARRIVAL_
 try:
     trace = run_trace(workload, config, cost_key)
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
-    st.error(f"This configuration cannot run: {e}", icon=":material/error:")
+    st.error(inert(f"This configuration cannot run: {e}"), icon=":material/error:")
     primer.stop()
 run = long_prompt_summary(trace, horizon)
 unit = trace.time_unit

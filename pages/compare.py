@@ -19,7 +19,7 @@ from sim.trace import Trace
 from sim.workload import effective_config
 from ui import primer, vllm_mode
 from ui.exports import export_panel
-from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
+from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt, inert
 from ui.runs import run_key, run_trace
 from ui.scrub import step_scrubber
 from ui.slo import SLOInputs
@@ -173,7 +173,7 @@ for side in SIDES:
         traces[side] = run_trace(workload, cfg, ss[k(side, "cost")])
         keys[side] = run_key(workload, cfg, ss[k(side, "cost")])
     except Exception as e:  # noqa: BLE001 - a user's run that cannot finish is reported, never a crash
-        st.error(f"Configuration {side.upper()} cannot run: {e}", icon=":material/error:")
+        st.error(inert(f"Configuration {side.upper()} cannot run: {e}"), icon=":material/error:")
 if len(traces) < 2:
     primer.stop()
 ta, tb = traces["a"], traces["b"]

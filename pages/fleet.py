@@ -25,6 +25,7 @@ from sim.cost import COST_PRESETS
 from sim.fleet.export import fleet_chrome_trace_bytes, routes_csv
 from sim.fleet.metrics import group_placement, prefix_groups
 from sim.fleet.recorded import TIMINGS
+from sim.limits import load_json
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, SchedulerConfig
 from sim.workload import effective_config
 from ui import primer
@@ -32,7 +33,7 @@ from ui.fleet_controls import MAX_MS, MAX_PAGE_REPLICAS, RouterSide, router_labe
 from ui.fleet_runs import (MAX_PAGE_REQUESTS, MAX_PROMPT_TOKENS, MAX_TOKEN_ROWS, fleet_agreement, fleet_key, fleet_numbers,
                            predicted_fleet, run_fleet)
 from ui.fleet_sources import FleetPicker, read_fleet_file, read_real
-from ui.labels import fmt, plain
+from ui.labels import fmt, inert, plain
 from ui.state import PageSettings, Setting
 from ui.window import FleetWindowPicker
 
@@ -99,10 +100,10 @@ def replica_overrides() -> list | None:
     text = (ss.get("keep_fleet_replica_configs") or "").strip()
     if not text:
         return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        raise ValueError("the replicas' own settings must be a JSON list of objects, such as "
+    try:   # the upload rules (size, depth, valid Unicode), as every JSON a user gives
+        doc = load_json(text.encode("utf-8", "surrogatepass"), "the replicas' own settings", max_bytes=64 * 1024)
+    except ValueError as e:
+        raise ValueError(f"{e}: give a JSON list of objects, such as "
                          '[{}, {"num_gpu_blocks": 500}] (replica 1 with 500 KV blocks)') from None
     if not isinstance(doc, list) or not all(isinstance(c, dict) for c in doc) or len(doc) > MAX_PAGE_REPLICAS:
         raise ValueError(f"the replicas' own settings must be a JSON list of up to {MAX_PAGE_REPLICAS} objects, "
@@ -450,7 +451,7 @@ def real_fleet() -> None:
     try:
         real_key, names, datas, man = PICKER.real_input()
     except ValueError as e:
-        st.info(str(e), icon=":material/upload_file:")
+        st.info(inert(str(e)), icon=":material/upload_file:")
         primer.stop()
     info = read_real(real_key, names, datas)
     if "error" in info:
@@ -502,9 +503,13 @@ def real_fleet() -> None:
                 raise ValueError(info["cost_error"] or "no cost model could be fitted on the recordings")
             fs = A.fleet_settings(replicas=n, tail=tail)
             pred = predicted_fleet(real_key, json.dumps(fs.to_json(), sort_keys=True), timing, reps)
-        except (ValueError, RuntimeError) as e:
-            st.error(f"The policy cannot replay this fleet: {plain(e)}.", icon=":material/error:")
-            primer.stop()
+        except (ValueError, RuntimeError) as e:   # the real fleet is still shown, as recorded
+            st.error(f"The policy cannot replay this fleet: {plain(e)}. Below: the real fleet as it ran.",
+                     icon=":material/error:")
+            pred = None
+        if pred is None:
+            show(fleets, keys, titles, prefix_groups(info["requests"]), routers, "real-fleet")
+            return
         ag = fleet_agreement(pred)
         pk = f"pred:{real_key}:{json.dumps(fs.to_json(), sort_keys=True)}:{timing}"
         c1, c2 = st.columns([1, 3])

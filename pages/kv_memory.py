@@ -21,7 +21,7 @@ from sim.trace import Trace
 from sim.workload import effective_config
 from ui import primer
 from ui.exports import export_panel
-from ui.labels import POLICY_LABELS, fmt
+from ui.labels import POLICY_LABELS, fmt, inert
 from ui.runs import run_key, run_trace
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
@@ -120,7 +120,7 @@ configs = {"recompute": {**config, "preemption_mode": "recompute"}, "swap": {**c
 try:
     runs = {mode: run_trace(workload, cfg, cost_key) for mode, cfg in configs.items()}
 except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported, never a crash
-    st.error(f"This configuration cannot run: {e}", icon=":material/error:")
+    st.error(inert(f"This configuration cannot run: {e}"), icon=":material/error:")
     primer.stop()
 keys = {mode: run_key(workload, cfg, cost_key) for mode, cfg in configs.items()}
 trace = runs["recompute"]

@@ -25,7 +25,7 @@ from sim.workload import Workload
 from ui import data_dir, primer
 from ui.data_pick import FolderPicker
 from ui.exports import export_panel
-from ui.labels import fmt, plain
+from ui.labels import fmt, inert, plain
 from ui.runs import MAX_STEPS, run_trace
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
@@ -407,7 +407,7 @@ st.caption("The log's workload (each task's arrival, prompt and output length, t
                  " (this log has no timestamps, so its calls have no durations to compare in milliseconds).")))
 st.toggle("Re-simulate this workload", key="keep_ll_resim")
 if ss["keep_ll_resim"] and workload is None:
-    st.error(workload_problem, icon=":material/error:")
+    st.error(inert(workload_problem), icon=":material/error:")
 elif ss["keep_ll_resim"] and not workload.requests:
     st.info("No task in this log took a slot, so there is nothing to re-simulate.", icon=":material/info:")
 elif ss["keep_ll_resim"]:

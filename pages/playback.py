@@ -18,7 +18,7 @@ from sim.trace import Trace
 from sim.workload import Workload, effective_config
 from ui import primer, vllm_mode
 from ui.exports import export_panel
-from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt
+from ui.labels import POLICY_LABELS, SCHEDULER_LABELS, fmt, inert
 from ui.runs import run_key, run_trace, whole_numbers
 from ui.scrub import step_scrubber
 from ui.slo import SLOInputs
@@ -144,7 +144,7 @@ cost_key = ss.get("keep_pb_cost", "units")
 try:
     trace = run_trace(workload, config, cost_key)
 except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported, never a crash
-    st.error(f"This configuration cannot run: {e}", icon=":material/error:")
+    st.error(inert(f"This configuration cannot run: {e}"), icon=":material/error:")
     primer.stop()
 
 

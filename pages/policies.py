@@ -14,7 +14,7 @@ from sim.lessons.starvation import (LESSON_JOBS, LONG, STREAM_BOUNDS, STREAM_DEF
                                     parse_jobs, run_config, service_table, start_of, stream_jobs, workload)
 from ui import primer
 from ui.exports import export_panel
-from ui.labels import fmt
+from ui.labels import fmt, inert
 from ui.runs import run_trace
 from ui.state import PageSettings, Setting
 
@@ -84,7 +84,7 @@ st.caption("When more requests wait than the server can start, the waiting-queue
 try:
     jobs = parse_jobs(ss["keep_pol_jobs"])
 except ValueError as e:
-    st.error(f"Could not read the jobs: {e}.", icon=":material/error:")
+    st.error(inert(f"Could not read the jobs: {e}."), icon=":material/error:")
     primer.stop()
 
 aging = float(ss["keep_pol_aging"])

@@ -23,7 +23,7 @@ from sim.jsonout import dumps_strict
 from ui import data_dir, primer
 from ui.data_pick import FolderPicker
 from ui.exports import export_panel
-from ui.labels import fmt, plain, short_name
+from ui.labels import fmt, inert, plain, short_name
 from ui.state import PageSettings, Setting
 from ui.window import WindowPicker
 
@@ -125,7 +125,7 @@ st.caption("The log your SGLang or vLLM server already writes, read as a schedul
 data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_sl_sample"]][0])
 log = parse(key, name, data)
 if isinstance(log, str):
-    st.error(f"{short_name(name)}: {log}"[:200], icon=":material/error:")
+    st.error(inert(f"{short_name(name)}: {log}"[:200]), icon=":material/error:")
     primer.stop()
 
 read = log.read.to_json()

@@ -16,7 +16,7 @@ from sim.lessons.fairness import (POLICY_ORDER, POLICY_TITLES, compare_summary, 
 from sim.workload import Workload
 from ui import primer
 from ui.exports import export_panel
-from ui.labels import fmt
+from ui.labels import fmt, inert
 from ui.runs import run_trace
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
@@ -109,7 +109,7 @@ configs = policy_configs(cap, w_in, w_out)
 try:
     runs = {k: run_trace(workload, configs[k], "units") for k in POLICY_ORDER}
 except Exception as e:  # noqa: BLE001 - a run that cannot finish is reported, never a crash
-    st.error(f"These settings cannot run: {e}", icon=":material/error:")
+    st.error(inert(f"These settings cannot run: {e}"), icon=":material/error:")
     primer.stop()
 
 bound = vtc_bound(workload, {}, w_in, w_out)

@@ -28,7 +28,7 @@ from sim.window import step_range, window
 from sim.versions import NEWEST, async_versions, rules as version_rules
 from ui import data_dir, primer
 from ui.exports import export_panel
-from ui.labels import fmt, plain, short_name
+from ui.labels import fmt, inert, plain, short_name
 from ui.runs import whole_numbers
 from ui.scrub import step_scrubber
 from ui.state import PageSettings, Setting
@@ -374,7 +374,7 @@ elif chosen:
     try:
         path = data_dir.resolve(folder, listing, chosen)
     except ValueError as e:
-        st.error(_sentence(str(e)), icon=":material/error:")
+        st.error(inert(_sentence(str(e))), icon=":material/error:")
         primer.stop()
     src, name = path, chosen
     key = path_key(path) if not ss["keep_vs_follow"] else f"live:{chosen}"

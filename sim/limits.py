@@ -133,12 +133,19 @@ def _lone_surrogate(data: bytes):
     return None
 
 
+def _size(n: int, decimals: int = 0) -> str:
+    """A byte count as a reader says it: "150 MB", "64 KB" (a limit under 1 MB was "0 MB")."""
+    return f"{n / 2**20:,.{decimals}f} MB" if n >= 2**20 else f"{n / 2**10:,.{decimals}f} KB"
+
+
 def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYTES):
     """A user's JSON file, decoded; ValueError with a plain message if it is too big, not UTF-8,
     nested too deep or not JSON. NaN and Infinity parse (as Python does); the checks of the
     fields they land in refuse them by name."""
     if len(data) > max_bytes:
-        raise ValueError(f"{what} is {len(data) / 2**20:,.1f} MB; JSON files are at most {max_bytes / 2**20:,.0f} MB")
+        raise ValueError(f"{what} is {_size(len(data), 1)}; JSON files are at most {_size(max_bytes)}")
+    if data[:3] == b"\xef\xbb\xbf":   # a byte-order mark, as some editors on Windows save UTF-8: not text
+        data = data[3:]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .jsonout import dumps_strict, finite
+from .limits import shown
 from .kvindex import KvIndex, block_map_scan as _block_map_scan, codes_of, key_like as _key_like  # noqa: F401  (codes_of: for the readers)
 from .kvpool import ACQUIRE, EVICTED, HASHED, OP_NAMES, RELEASE
 
@@ -329,6 +330,7 @@ class Trace:
         tables_doc, meta = doc.get("tables"), doc.get("meta", {})
         if not isinstance(tables_doc, dict) or not isinstance(meta, dict):
             raise ValueError("not a trace file: 'tables' and 'meta' must be JSON objects")
+        _check_meta(meta)
         try:
             tables = {name: _table_from_doc(name, tables_doc.get(name)) for name in TABLES}
         except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
@@ -341,6 +343,25 @@ class Trace:
     def load(cls, path: str) -> "Trace":
         with open(path, "rb") as f:
             return cls.from_bytes(f.read())
+
+
+# the settings a trace's meta.config holds that the pages compute with: whole numbers when given
+_META_COUNTS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                "long_prefill_token_threshold")
+
+
+def _check_meta(meta: dict) -> None:
+    """ValueError (plain) for a hand-edited meta the pages would trip on: a config that is no
+    object, or one of its counts that is no whole number."""
+    cfg = meta.get("config")
+    if cfg is None:
+        return
+    if not isinstance(cfg, dict):
+        raise ValueError("not a trace file: its meta 'config' must be a JSON object")
+    for k in _META_COUNTS:
+        v = cfg.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**53):
+            raise ValueError(f"not a trace file: its config's {k} must be a whole number, not {shown(v)}")
 
 
 MAX_TRACE_UNZIPPED = 4 << 30   # a trace file unzips to at most 4 GiB (a zip bomb stops there)
@@ -361,6 +382,9 @@ def read_gzip_json(data: bytes, what: str):
     try:
         raw = _gunzip(data) if data[:2] == b"\x1f\x8b" else data
         return json.loads(raw)
+    except json.JSONDecodeError as e:   # said as a reader would: cut short, or damaged where
+        said = "it ends early (cut short?)" if e.pos >= len(raw.rstrip()) else f"its JSON is damaged at byte {e.pos:,}"
+        raise ValueError(f"not a {what} file (expected gzip-compressed JSON): {said}") from None
     except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as e:
         raise ValueError(f"not a {what} file (expected gzip-compressed JSON): {e}") from None
     except RecursionError:
@@ -372,6 +396,8 @@ def _gunzip(data: bytes) -> bytes:
     out = d.decompress(data, MAX_TRACE_UNZIPPED)
     if d.unconsumed_tail:
         raise ValueError(f"it unzips to more than {MAX_TRACE_UNZIPPED >> 30} GiB")
+    if not d.eof:   # the stream stops before its end (its checksum unread): a file cut short
+        raise ValueError("it is cut short (the gzip stream does not end)")
     return out
 
 

@@ -320,3 +320,100 @@ def test_a_bad_fleet_trace_file_is_one_sentence(data, words):
     at.file_uploader(key="fleet_fleet_file").upload("bad.fleet", data, "application/octet-stream")
     at.run()
     assert_one_sentence(at, *words)
+
+
+# --- found by a hostile sweep of the page (each used to raise, or to render a user's link) -------
+
+def test_a_replica_the_router_sent_nothing_draws_empty_lanes():
+    """A link alone: consistent hashing on 12 replicas leaves some without a request; their lanes
+    used to raise (IndexError) and take the rest of the page with them."""
+    at = open_page("fleet.py", timeout=180, fleet_ab="false", fleet_a_router="consistent_hash",
+                   fleet_a_replicas="12", fleet_max_seqs="2")
+    assert not at.exception and not at.error
+    lanes = chart_specs(at)["fleet_lanes"]
+    idle = [t for t in lane_heatmaps(lanes) if isinstance(t.get("customdata"), list)
+            and all(c == "idle" for row in t["customdata"] for c in row)]
+    assert lanes["layout"]["meta"]["replicas"] == 12 and idle   # some replica got nothing, and shows it
+    assert len(routes(at)) > 0
+
+
+def test_markdown_in_a_link_or_an_upload_never_becomes_a_link():
+    link = "[Log in again](https://evil.example)"
+    at = open_page("fleet.py", timeout=180, fleet_scenario=link)
+    said = at.warning[0].value
+    assert "Ignored a setting in the link" in said and "\\[Log in again\\](https\\://evil.example)" in said
+    at.radio(key="keep_fleet_source").set_value(UPLOAD).run()
+    bad = json.dumps({"requests": [{"id": "a", "prompt_len": link, "max_tokens": 5}]}).encode()
+    at.file_uploader(key="fleet_upload").upload("w.json", bad, "application/json")
+    at.run()
+    assert not at.exception and "\\[Log in again\\](https\\://evil.example)" in at.error[0].value
+    good = json.dumps({"requests": [{"id": "<b>x</b>", "prompt_len": 10, "max_tokens": 5}]}).encode()
+    at.file_uploader(key="fleet_upload").upload("[Log in again](https:evil.example).json", good, "application/json")
+    at.run()
+    assert not at.exception and not at.error
+    blurb = next(m.value for m in at.markdown if m.value.startswith("Uploaded workload"))
+    assert "\\[Log in again\\]" in blurb
+    # an id is shown in the lanes' hover as written, not as Plotly's markup
+    hover = [c for t in lane_heatmaps(chart_specs(at)["fleet_lanes"]) for row in t.get("customdata") or []
+             for c in row if c != "idle"]
+    assert hover and all(c.startswith("&lt;b&gt;x&lt;/b&gt;") for c in hover)
+
+
+def test_replica_overrides_nested_deep_are_one_sentence():
+    at = open_page("fleet.py", timeout=180, fleet_replica_configs="[" * 3000 + "]" * 3000)
+    assert_one_sentence(at, "nests lists or objects", "give a JSON list of objects")
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["meta"].__setitem__("names", [1, 2, 3]), ("'names' must be 3 texts",)),
+    (lambda d: d["meta"].__setitem__("settings", "x"), ("'settings' must be a JSON object",)),
+    (lambda d: d["replicas"][0]["meta"]["config"].__setitem__("num_gpu_blocks", "x"),
+     ("num_gpu_blocks must be a whole number",)),
+    (lambda d: d["routes"]["data"][d["routes"]["columns"].index("arrival")].__setitem__(0, 1e300),
+     ("a time in 'arrival' is past",)),
+])
+def test_a_hand_edited_fleet_trace_is_one_sentence(edit, words):
+    from sim.cost import cost_from_preset
+    from sim.fleet import FleetSettings, simulate_fleet
+    from sim.fleet.scenarios import chat as chat_workload
+    fleet = simulate_fleet(chat_workload(n=30), FleetSettings(replicas=3), cost=cost_from_preset("a100-8B-fp16"))
+    doc = json.loads(gzip.decompress(fleet.to_bytes()))
+    edit(doc)
+    at = open_page("fleet.py", timeout=180, fleet_source=FILE)
+    at.file_uploader(key="fleet_fleet_file").upload("edited.fleet", gzip.compress(json.dumps(doc).encode()),
+                                                    "application/gzip")
+    at.run()
+    assert_one_sentence(at, *words)
+
+
+def test_scores_of_another_shape_in_a_saved_fleet_show_as_blanks():
+    from sim.cost import cost_from_preset
+    from sim.fleet import FleetSettings, simulate_fleet
+    from sim.fleet.scenarios import chat as chat_workload
+    fleet = simulate_fleet(chat_workload(n=30), FleetSettings(replicas=3, router="cache_aware"),
+                           cost=cost_from_preset("a100-8B-fp16"))
+    doc = json.loads(gzip.decompress(fleet.to_bytes()))
+    col = doc["routes"]["data"][doc["routes"]["columns"].index("scores")]
+    col[0] = json.dumps({"match": [[1], "x", True]})
+    at = open_page("fleet.py", timeout=180, fleet_source=FILE)
+    at.file_uploader(key="fleet_fleet_file").upload("s.fleet", gzip.compress(json.dumps(doc).encode()),
+                                                    "application/gzip")
+    at.run()
+    assert not at.exception and not at.error
+    assert routes(at)["score: match"].iloc[0] == "– · – · –"
+
+
+def test_a_prediction_that_cannot_run_leaves_the_real_fleet_shown():
+    """Recordings of a vLLM without rules here: simulated timing cannot predict them; the page
+    says so in one sentence and still shows the real fleet as it ran (it used to stop)."""
+    recs = []
+    for name in ("rec-8101.jsonl.gz", "rec-8102.jsonl.gz"):
+        raw = gzip.decompress(_recording(name)).decode()
+        recs.append((name.replace(".gz", ""), raw.replace('"vllm":"0.32.0"', '"vllm":"0.99.0"', 1).encode(),
+                     "application/x-ndjson"))
+    at = open_page("fleet.py", timeout=180, fleet_source=REAL_UPLOAD, fleet_predict="true",
+                   fleet_timing="simulated")
+    at.file_uploader(key="fleet_recordings").set_value(recs)
+    at.run()
+    msg = assert_one_sentence(at, "The policy cannot replay this fleet", "0.99.0", "Below: the real fleet as it ran")
+    assert "\n" not in msg and len(routes(at)) == 50 and "fleet_lanes" in chart_specs(at)

@@ -241,3 +241,26 @@ def test_a_tiny_fleet_puts_each_request_on_its_replica():
     assert ids == [{"r0", "r2"}, {"r1"}]   # round robin in arrival order
     assert set(np.unique(z[0])) == {-1, 0, 1} and set(np.unique(z[1])) == {-1, 0}
     assert pd.Series(ff.routing_table(f)["replica"]).tolist() == ["replica 0", "replica 1", "replica 0"]
+
+
+def test_ids_and_names_reach_plotly_as_written_and_an_empty_replica_is_idle():
+    """Plotly renders a pseudo-HTML of its own in hovers, ticks and legends (<a href>, <b>,
+    <br>): a request id or a replica name from a file is escaped there. A replica the router
+    sent nothing draws idle lanes (its hover text used to index an empty list)."""
+    from figures.compare import change_figure
+    from sim.fleet.metrics import request_changes
+    reqs = [Request(id="<a href='https://evil.example'>x</a>", prompt_len=40, max_tokens=4, arrival_time=0.0)]
+    wl = Workload(reqs, {"num_gpu_blocks": 64})
+    fleet = simulate_fleet(wl, FleetSettings(replicas=3), cost=cost_from_preset("a100-8B-fp16"))
+    fleet.meta["names"] = ["<b>r0</b>", "r1", "r2"]
+    fig = ff.lanes_figure(fleet).to_plotly_json()
+    heat = [t for t in fig["data"] if t["type"] == "heatmap" and not t["name"].endswith(" kind")]
+    cells = [c for row in heat[0]["customdata"] for c in row if c != "idle"]
+    assert cells and all(c.startswith("&lt;a href=&#x27;https://evil.example&#x27;&gt;x&lt;/a&gt;") for c in cells)
+    assert heat[0]["hovertemplate"].startswith("&lt;b&gt;r0&lt;/b&gt; · slot")
+    assert all(c == "idle" for t in heat[1:] for row in t["customdata"] for c in row)   # r1, r2 got nothing
+    assert fig["layout"]["meta"]["names"][0] == "<b>r0</b>"   # the data keeps the name as it is
+    sig = ff.signals_figure(fleet).to_plotly_json()
+    assert {t["name"] for t in sig["data"]} == {"&lt;b&gt;r0&lt;/b&gt;", "r1", "r2"}
+    ch = change_figure(request_changes(fleet, fleet), "e2e", "ms").to_plotly_json()
+    assert list(ch["data"][0]["x"]) == ["&lt;a href=&#x27;https://evil.example&#x27;&gt;x&lt;/a&gt;"]

@@ -19,6 +19,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui import data_dir
+from ui.labels import inert
 from ui.state import Setting
 
 NO_FILE = ""
@@ -79,6 +80,6 @@ class FolderPicker:
             path = self.path()
             return path, self.name, path.stat().st_size, path_key(path)
         except (ValueError, OSError) as e:
-            st.error(str(e)[:200] if isinstance(e, ValueError) else "The file could not be read.",
+            st.error(inert(str(e)[:200]) if isinstance(e, ValueError) else "The file could not be read.",
                      icon=":material/error:")
             primer.stop()

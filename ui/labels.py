@@ -38,6 +38,17 @@ def plain(text) -> str:
     return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
 
 
+_LINKISH = re.compile(r"([\\\[\]<>@])|(?<=[A-Za-z])(:)(?=//)|(?<=\bwww)(\.)", re.IGNORECASE)
+
+
+def inert(text) -> str:
+    """A whole message that may quote a user's value (a link's setting, an upload's field or
+    name) made safe for st.error / st.warning / st.markdown, its own wording left as it is: no
+    link, image, autolink, e-mail link or HTML can come out of it (\\, [, ], <, >, @, the colon
+    of "://" and the dot of "www." escaped). plain() escapes every markdown special instead."""
+    return _LINKISH.sub(lambda m: "\\" + m.group(m.lastindex), re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
+
+
 def short_name(name, at_most: int = 32) -> str:
     """A file's name as a one-line message shows it: no control characters, at most `at_most`
     characters (a refusal stays one short line, whatever the upload was called)."""

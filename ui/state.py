@@ -45,7 +45,7 @@ from sim.jsonout import dumps_strict
 from sim.limits import shown
 from sim.workload import read_json
 
-from .labels import short_name
+from .labels import inert, short_name
 
 FORMAT = "scheduler-lab-settings"
 MAX_SETTINGS_BYTES = 64 * 1024
@@ -245,7 +245,7 @@ class PageSettings:
             self._apply(given)
             self._given = set(given)
             for p in problems:
-                st.warning(f"Ignored a setting in the link: {p}.", icon=":material/link_off:")
+                st.warning(inert(f"Ignored a setting in the link: {p}."), icon=":material/link_off:")
         else:
             for s in self.settings:  # e.g. a key another page or a test removed
                 if s.key not in ss:
@@ -300,4 +300,4 @@ class PageSettings:
                          help="A file saved with 'Download settings' on this page.")
         err = st.session_state.get(self._k_error)
         if err:
-            st.error(err, icon=":material/error:")
+            st.error(inert(err), icon=":material/error:")

@@ -30,6 +30,7 @@ from sim.overview import fleet_overview, overview, step_span
 from sim.trace import Trace
 from sim.window import clamp, step_range, window
 
+from .labels import inert
 from .state import Setting
 
 # Past MAX_GRID_COLUMNS (5,000) steps the slot lanes show every k-th step, not every one: so a
@@ -120,7 +121,7 @@ class WindowPicker:
         try:
             return parse_window(ss.get(self.key))
         except ValueError as e:
-            st.warning(f"Ignored the window in the link: {e}.", icon=":material/link_off:")
+            st.warning(inert(f"Ignored the window in the link: {e}."), icon=":material/link_off:")
             ss[self.key] = None
             return None
 
@@ -224,7 +225,7 @@ class FleetWindowPicker:
         try:
             w = parse_window(ss.get(self.key))
         except ValueError as e:
-            st.warning(f"Ignored the time window in the link: {e}.", icon=":material/link_off:")
+            st.warning(inert(f"Ignored the time window in the link: {e}."), icon=":material/link_off:")
             ss[self.key] = None
             return None
         if w is None or w == "all" or w[0] == "last":

@@ -36,7 +36,7 @@ from sim.public_traces import FORMATS, UnknownFormat, describe
 from sim.workload import Workload
 
 from . import primer
-from .labels import short_name
+from .labels import inert, short_name
 from .state import Setting
 
 BUILTIN, UPLOAD = "Built-in scenario", "Upload a workload JSON"
@@ -103,7 +103,7 @@ class WorkloadPicker:
         """In the main area: the workload, after its blurb; or st.error / st.info and a stop (ui.primer.stop)."""
         workload, blurb, problem = self._drawn
         if problem:
-            st.error(problem, icon=":material/error:")
+            st.error(inert(problem), icon=":material/error:")
             if self._formats_hint:  # the refusal is one line; what each format looks like goes under it
                 show_formats()
             primer.stop()
@@ -155,8 +155,8 @@ class WorkloadPicker:
         name = ss.get(self._name, "upload")
         workload = _upload_workload(hashlib.sha256(ss[self._json].encode()).hexdigest(), name, ss[self._json])
         if up is None:
-            st.caption(f"Using {name} (uploaded earlier).")
-        blurb = ss.get(self._blurb) or f"Uploaded workload **{name}**: {len(workload.requests):,} requests."
+            st.caption(f"Using {inert(name)} (uploaded earlier).")
+        blurb = ss.get(self._blurb) or f"Uploaded workload **{inert(name)}**: {len(workload.requests):,} requests."
         return workload, blurb, None
 
     def _read(self, data: bytes, name: str, options: tuple[int, float], new_file: bool) -> str | None:
@@ -179,7 +179,7 @@ class WorkloadPicker:
         ss[self._json] = json.dumps(wl.to_json())
         ss[self._name] = name
         ss[self._cost] = source["cost"] if source else None
-        ss[self._blurb] = (f"Uploaded trace **{name}**. {describe(source)} Steps therefore cost milliseconds: "
+        ss[self._blurb] = (f"Uploaded trace **{inert(name)}**. {describe(source)} Steps therefore cost milliseconds: "
                            f"the step cost was set to {source['cost']} (a roofline; change it in the settings)."
                            if source else None)
         if new_file:

@@ -313,7 +313,7 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
             mode, unruled = mode_config(rec), None
         except ValueError as e:   # a vLLM without rules here: its routing can still be replayed
             unruled = str(e)
-            warn(f"{unruled}; its routing can still be replayed with --timing recorded")
+            warn(f"{unruled}; its routing can still be replayed with recorded timing (the recordings' own times)")
             mode = {"async_scheduling": True} if is_async(rec) else {}
         wl = _workload(rec, off, vocab, warn, mode)
         verdict = decide(rec) if unruled is None else {"equal": None, "not_simulated": unruled}

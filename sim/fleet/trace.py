@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..digest import Digest
@@ -92,6 +93,7 @@ class FleetTrace:
             raise ValueError("not a fleet trace file: 'meta', 'replicas' and 'routes' are missing or of the wrong kind")
         if not 1 <= len(reps) <= MAX_REPLICAS:
             raise ValueError(f"a fleet trace holds 1 to {MAX_REPLICAS:,} replicas, not {len(reps):,}")
+        _check_fleet_meta(meta, len(reps))
         traces = []
         for i, r in enumerate(reps):
             try:
@@ -116,6 +118,10 @@ class FleetTrace:
                 counts[i] += 1
             if counts != [len(h) for h in held]:
                 raise ValueError("its rows are not the replicas' requests")
+            for c in ("arrival", "reached", "released"):   # NaN (not yet) or a time on a clock of years
+                v = table[c].to_numpy(dtype=float)
+                if (np.abs(v[~np.isnan(v)]) > MAX_TIME).any():
+                    raise ValueError(f"a time in '{c}' is past {MAX_TIME:g}")
         except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
             raise ValueError(f"not a fleet trace file: its routing table does not have the layout "
                              f"FleetTrace.save writes ({e})") from None
@@ -125,6 +131,20 @@ class FleetTrace:
     def load(cls, path: str) -> "FleetTrace":
         with open(path, "rb") as f:
             return cls.from_bytes(f.read())
+
+
+MAX_TIME = 1e15   # a routing table's times (ms: 30,000 years; a page's scrubber takes no more)
+
+
+def _check_fleet_meta(meta: dict, replicas: int) -> None:
+    """ValueError (plain) for meta fields the page reads that a hand edit broke."""
+    names = meta.get("names")
+    if names is not None and (not isinstance(names, list) or len(names) != replicas
+                              or not all(isinstance(n, str) for n in names)):
+        raise ValueError(f"not a fleet trace file: its meta 'names' must be {replicas} texts, one per replica")
+    for k in ("settings", "router_defaults"):
+        if meta.get(k) is not None and not isinstance(meta[k], dict):
+            raise ValueError(f"not a fleet trace file: its meta {k!r} must be a JSON object")
 
 
 def is_fleet_file(data: bytes) -> bool:

@@ -126,7 +126,7 @@ class Unzip:
                 data = d.decompress(pending, UNZIP_STEP)
                 pending = d.unconsumed_tail or d.unused_data
             except zlib.error as e:
-                self.stop = Stop(f"the file stops early (BadGzipFile: {e}); what was read is shown", True, str(e))
+                self.stop = Stop("the file stops early (its gzip data is damaged); what was read is shown", True, str(e))
                 return
             if data:
                 yield from self._capped(data)
@@ -134,7 +134,7 @@ class Unzip:
                     return
         if not d.eof:
             why = "Compressed file ended before the end-of-stream marker was reached"
-            self.stop = Stop(f"the file stops early (EOFError: {why}); what was read is shown", True, why)
+            self.stop = Stop("the file stops early (its gzip data is cut short); what was read is shown", True, why)
 
 
 def lines_of(text: Iterator[bytes], max_line: int,

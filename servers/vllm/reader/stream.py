@@ -227,6 +227,15 @@ class RecordingStream:
                      "format: skipped")
 
 
+def _why(e: BaseException) -> str:
+    """Why a file could not be read to its end, as a reader says it (not Python's words)."""
+    if isinstance(e, EOFError) or "ended before" in str(e):
+        return "its gzip data is cut short"
+    if "gzip" in type(e).__name__.lower() or "gzip" in str(e).lower() or "crc" in str(e).lower():
+        return "its gzip data is damaged"
+    return getattr(e, "strerror", None) or "a read error"
+
+
 def read_all(source, *, progress=None, name: str | None = None, max_text: int = MAX_TEXT_BYTES,
              max_line: int = MAX_LINE_BYTES, max_bad_lines: int = MAX_BAD_LINES,
              header_max: int = HEADER_MAX) -> Recording:
@@ -258,7 +267,7 @@ def read_all(source, *, progress=None, name: str | None = None, max_text: int = 
     except OSError as e:
         if stream.recording is None:
             raise ValueError(f"the file could not be read: {e}") from None
-        stream.recording.warn(f"the file stops early ({type(e).__name__}: {e}); what was read is shown")
+        stream.recording.warn(f"the file stops early ({_why(e)}); what was read is shown")
         tail = None
     finally:
         batches.close()

@@ -280,7 +280,7 @@ def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulat
     known = read_fleet(KIT_RECS)
     assert all(r.decisions == {"equal": None, "not_simulated": r.decisions["not_simulated"]} for r in fleet.replicas)
     assert "0.99.0" in fleet.replicas[0].decisions["not_simulated"]
-    assert sum("replayed with --timing recorded" in w for w in fleet.warnings) == 2
+    assert sum("replayed with recorded timing" in w for w in fleet.warnings) == 2
     s = FleetSettings(replicas=2, router="cache_aware", router_config={"granularity": "token"})
     got, want = (replay(recorded_replicas(f), s, timing="recorded") for f in (fleet, known))
     assert got.routes["predicted"].tolist() == want.routes["predicted"].tolist()
