@@ -101,7 +101,8 @@ def replica_overrides() -> list | None:
     if not text:
         return None
     try:   # the upload rules (size, depth, valid Unicode), as every JSON a user gives
-        doc = load_json(text.encode("utf-8", "surrogatepass"), "the replicas' own settings", max_bytes=64 * 1024)
+        doc = load_json(text.encode("utf-8", "surrogatepass"), "the replicas' own settings", max_bytes=64 * 1024,
+                        once=True)
     except ValueError as e:
         raise ValueError(f"{e}: give a JSON list of objects, such as "
                          '[{}, {"num_gpu_blocks": 500}] (replica 1 with 500 KV blocks)') from None

@@ -32,26 +32,20 @@ from .jsonout import dumps_strict   # strict JSON: NaN and infinities written as
 def _load_workload(path: str, **trace_options):
     """The workload in `path`: a workload JSON or a public request trace (sim/public_traces.py;
     trace_options: limit, rate_scale)."""
-    from .inputs import parse_workload   # the checks an upload gets (sim/limits.py's rules)
-    from .public_traces import MAX_UNZIPPED_BYTES
+    from . import public_traces
+    from .inputs import ignored_trace_options, parse_workload, read_capped   # the checks an upload gets
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_UNZIPPED_BYTES + 1)   # /dev/zero, or a file of gigabytes, stops here
+        data = read_capped(path, public_traces.MAX_UNZIPPED_BYTES)   # a trace unzips to at most this
     except OSError as e:
         raise SystemExit(f"cannot read workload {path}: {e.strerror or e}")
-    except MemoryError:
-        raise SystemExit(f"cannot read workload {path}: it does not fit in memory") from None
-    if len(data) > MAX_UNZIPPED_BYTES:
-        raise SystemExit(f"cannot read workload {path}: it is over {MAX_UNZIPPED_BYTES >> 30} GiB, more than a "
-                         "workload or trace read here may be (take its first part)")
+    except (ValueError, MemoryError) as e:
+        raise SystemExit(f"cannot read workload {path}: {e or 'it does not fit in memory'}") from None
     from .limits import UnknownFormat
     try:
         wl = parse_workload(data, path, **trace_options)
-        given = [f"--{k.replace('_', '-')}" for k, v in trace_options.items()
-                 if v is not None and v != (1.0 if k == "rate_scale" else None)]
-        if given and not getattr(wl, "source", None):   # a workload JSON: its own arrivals, all its requests
-            print(f"warning: {', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to public traces, not to "
-                  f"a workload JSON: ignored", file=sys.stderr)
+        said = ignored_trace_options(wl, **trace_options)
+        if said:
+            print(said, file=sys.stderr)
         return wl
     except UnknownFormat as e:   # one line; `run --help` spells the formats out
         msg, hint = f"cannot read workload {path}: {e}", " (sim run --help lists them)"
@@ -80,7 +74,7 @@ def _config_overrides(text: str | None, workload) -> dict:
     if not text:
         return {}
     try:
-        overrides = load_json(text.encode(), "it")
+        overrides = load_json(text.encode(), "it", once=True)
         if not isinstance(overrides, dict):
             raise ValueError('it must be a JSON object, e.g. \'{"policy": "vtc"}\'')
         check_config({**workload.config, **overrides})

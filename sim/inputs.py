@@ -13,6 +13,28 @@ from .versions import check_options
 from .workload import Workload, read_json
 
 
+def read_capped(path: str, max_bytes: int) -> bytes:
+    """A user's file, read up to `max_bytes` (/dev/zero, or a file of gigabytes, stops there):
+    ValueError (one sentence) past it; OSError as open() gives it."""
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        size = f"{max_bytes >> 30} GiB" if max_bytes >= 1 << 30 else f"{max_bytes >> 20} MB"
+        raise ValueError(f"it is over {size}, more than such a file read here may be")
+    return data
+
+
+def ignored_trace_options(workload, **options) -> str | None:
+    """The warning for --limit / --rate-scale given with a workload JSON (they are a public
+    trace's: a workload JSON keeps its own arrivals and every request), or None."""
+    given = [f"--{k.replace('_', '-')}" for k, v in options.items()
+             if v is not None and v != (1.0 if k == "rate_scale" else None)]
+    if not given or getattr(workload, "source", None):
+        return None
+    return (f"warning: {', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to public traces, not to a "
+            "workload JSON: ignored")
+
+
 def parse_workload(data: bytes, name: str = "", *, limit: int | None = None, rate_scale: float = 1.0,
                    progress=None) -> Workload:
     """An uploaded workload file (the oracle's JSON), checked; ValueError with a plain message

@@ -138,10 +138,22 @@ def _size(n: int, decimals: int = 0) -> str:
     return f"{n / 2**20:,.{decimals}f} MB" if n >= 2**20 else f"{n / 2**10:,.{decimals}f} KB"
 
 
-def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYTES):
+def unique_keys(pairs: list) -> dict:
+    """json.loads' object_pairs_hook for a user's settings: a key given twice in one object is a
+    slip that would otherwise be settled silently (the last wins): ValueError naming it."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"names {shown(twice)} twice in one object; give each setting once")
+    return out
+
+
+def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYTES, *, once: bool = False):
     """A user's JSON file, decoded; ValueError with a plain message if it is too big, not UTF-8,
     nested too deep or not JSON. NaN and Infinity parse (as Python does); the checks of the
-    fields they land in refuse them by name."""
+    fields they land in refuse them by name. `once`: a key given twice in one object is refused
+    (a user's settings; for a workload file the check would cost more than it is worth)."""
     if len(data) > max_bytes:
         raise ValueError(f"{what} is {_size(len(data), 1)}; JSON files are at most {_size(max_bytes)}")
     if data[:3] == b"\xef\xbb\xbf":   # a byte-order mark, as some editors on Windows save UTF-8: not text
@@ -161,10 +173,12 @@ def load_json(data: bytes, what: str = "the file", max_bytes: int = MAX_JSON_BYT
             raise ValueError(f"{what} holds a lone UTF-16 surrogate ({m.group().decode()} at line {line:,}) in "
                              "its text; JSON text must be valid Unicode")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys) if once else json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{what} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except ValueError:   # Python refuses to read an integer of over 4,300 digits
+    except ValueError as e:   # a key twice (once=True), or an integer of over 4,300 digits
+        if "twice in one object" in str(e):
+            raise ValueError(f"{what} {e}") from None
         raise ValueError(f"{what} holds a number of thousands of digits; no value here needs more than 20") from None
     except RecursionError:   # the depth check counts brackets inside strings it could not pair
         raise ValueError(f"{what} nests lists or objects too deep; at most {MAX_JSON_DEPTH} levels are read") from None

@@ -60,7 +60,7 @@ from dataclasses import dataclass, fields
 from typing import Callable, Iterable
 
 from .cost import COST_PRESETS, cost_from_preset
-from .limits import MAX_JSON_DEPTH, shown
+from .limits import MAX_JSON_DEPTH, shown, unique_keys
 from .metrics import summary
 from .scheduler import SchedulerConfig
 from .simulate import check_fits, max_model_len_for, resolve_config, scheduler_names, simulate
@@ -301,13 +301,15 @@ class Grid:
         """From a dict or JSON text {"knob": [value, ...], ...}; ValueError with a plain message."""
         if isinstance(obj, (str, bytes)):
             try:
-                obj = json.loads(obj)
+                obj = json.loads(obj, object_pairs_hook=unique_keys)   # a knob twice: said, not last-wins
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise ValueError(f"the grid is not valid JSON ({getattr(e, 'msg', e)})") from None
             except RecursionError:   # 200,000 "[" in a row (sim.limits.load_json says the same)
                 raise ValueError(f"the grid nests lists or objects too deep; at most {MAX_JSON_DEPTH} levels "
                                  "are read") from None
-            except ValueError:   # an integer of over 4,300 digits
+            except ValueError as e:   # a key twice, or an integer of over 4,300 digits
+                if "twice in one object" in str(e):
+                    raise ValueError(f"the grid {e}") from None
                 raise ValueError("the grid holds a number of thousands of digits") from None
         if not isinstance(obj, dict):
             raise ValueError('the grid must be a JSON object of knob -> list of values, like {"max_num_seqs": [8, 16]}')

@@ -61,27 +61,43 @@ def add_search_parser(sub) -> None:
 
 
 def _json_arg(text: str, what: str):
-    """A JSON argument given inline or as a file name."""
-    if not text.lstrip().startswith(("{", "[")) and os.path.exists(text):
-        try:
-            with open(text, "rb") as f:
-                text = f.read().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise SystemExit(f"cannot read the {what} file {text}: {e}")
-    return text
+    """A JSON argument given inline or as a file name (read as any JSON a user gives: at most
+    MAX_JSON_BYTES, a byte-order mark allowed, valid UTF-8)."""
+    from .inputs import read_capped
+    from .limits import MAX_JSON_BYTES
+    if text.lstrip().startswith(("{", "[")):
+        return text
+    if not os.path.exists(text):
+        raise SystemExit(f"there is no {what} file {text} (give a file, or the JSON itself)")
+    try:
+        data = read_capped(text, MAX_JSON_BYTES)
+    except OSError as e:
+        raise SystemExit(f"cannot read the {what} file {text}: {e.strerror or e}")
+    except ValueError as e:
+        raise SystemExit(f"cannot read the {what} file {text}: {e}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SystemExit(f"the {what} file {text} is not UTF-8 text") from None
 
 
 def cmd_search(args) -> int:
     from .inputs import parse_workload
     from .search import Grid, SearchJob, best, check_configs, describe, run_local, to_csv
 
+    from . import public_traces
+    from .inputs import ignored_trace_options, read_capped
     try:
-        with open(args.workload, "rb") as f:
-            data = f.read()
+        data = read_capped(args.workload, public_traces.MAX_UNZIPPED_BYTES)
     except OSError as e:
+        raise SystemExit(f"cannot read workload {args.workload}: {e.strerror or e}")
+    except ValueError as e:
         raise SystemExit(f"cannot read workload {args.workload}: {e}")
     try:
         workload = parse_workload(data, args.workload, limit=args.limit, rate_scale=args.rate_scale)
+        said = ignored_trace_options(workload, limit=args.limit, rate_scale=args.rate_scale)
+        if said:
+            print(said, file=sys.stderr)
         source = getattr(workload, "source", None)   # a public trace: ms arrivals want steps in ms
         cost = args.cost or (source["cost"] if source else "units")
         grid = Grid.parse(_json_arg(args.grid, "grid"))
@@ -110,7 +126,7 @@ def cmd_search(args) -> int:
     else:
         workers = args.workers or os.cpu_count() or 1
         rows = run_local(job, configs, workers=workers, progress=progress, placement=placement)
-        backend = f"{workers} local worker(s)"
+        backend = f"{workers} local worker{'s' if workers != 1 else ''}"
     if not args.quiet:
         print(file=sys.stderr)
     text = to_csv(grid, rows)
@@ -125,7 +141,7 @@ def cmd_search(args) -> int:
     failed = sum(1 for r in rows if r.get("error"))
     b = best(rows)
     info = sys.stderr if not args.out or args.out == "-" else sys.stdout
-    print(f"{len(rows)} configs on {backend} in {time.perf_counter() - t0:.1f} s"
+    print(f"{len(rows)} config{'s' if len(rows) != 1 else ''} on {backend} in {time.perf_counter() - t0:.1f} s"
           + (f"; {failed} could not run (see the error column)" if failed else ""), file=info)
     if b is not None:
         r = rows[b]

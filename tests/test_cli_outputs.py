@@ -75,8 +75,7 @@ def test_an_endless_workload_stops_at_the_limit(tmp_path, monkeypatch, capsys):
     big.write_bytes(b" " * ((1 << 20) + 1))
     with pytest.raises(SystemExit) as e:
         main(["run", str(big)])
-    assert str(e.value) == (f"cannot read workload {big}: it is over 0 GiB, more than a workload or trace read "
-                            "here may be (take its first part)")
+    assert str(e.value) == f"cannot read workload {big}: it is over 1 MB, more than such a file read here may be"
     r = _cli("fleet", "/dev/zero", "--json")   # the real limit: read up to it, not into a MemoryError
     assert r.returncode != 0 and "cannot read workload /dev/zero: it is over 1 GiB" in r.stderr
 
@@ -93,3 +92,32 @@ def test_options_a_command_does_not_use_are_named(workload):
     assert "warning: --replicas, --cost do not apply to a real fleet's recordings" in r.stderr
     r = _cli("fleet", "--recordings", *recs, "--router", "cache_aware", "--json")   # all used: no warning
     assert r.returncode == 0 and "do not apply" not in r.stderr and "does not apply" not in r.stderr
+
+
+def test_search_reads_its_files_as_every_command_does(workload, tmp_path):
+    """sim search: a grid or SLO file without end stops at the JSON limit, a name that is no file
+    is said to be none (it was read as bad JSON), a byte-order mark is fine, and --limit with a
+    workload JSON is named, as `sim run` and `sim fleet` do."""
+    out = str(tmp_path / "o.csv")
+    r = _cli("search", str(workload), "--grid", "/dev/zero", "--workers", "1", "-o", out)
+    said = "cannot read the grid file /dev/zero: it is over 150 MB, more than such a file read here may be"
+    assert r.returncode != 0 and r.stderr.strip() == said
+    r = _cli("search", str(workload), "--grid", str(tmp_path / "nowhere.json"), "--workers", "1", "-o", out)
+    assert r.returncode != 0 and r.stderr.strip().startswith("there is no grid file")
+    grid = tmp_path / "g.json"
+    grid.write_bytes(b"\xef\xbb\xbf" + b'{"max_num_seqs": [2, 4]}')
+    r = _cli("search", str(workload), "--grid", str(grid), "--workers", "1", "--limit", "3", "-o", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "warning: --limit applies to public traces, not to a workload JSON: ignored" in r.stderr
+    assert len(Path(out).read_text().splitlines()) == 3
+
+
+def test_a_setting_given_twice_is_refused_not_settled_by_the_last(workload, tmp_path):
+    twice = '{"key":"request","key":"tenant"}'
+    r = _cli("fleet", str(workload), "--router", "consistent_hash", "--router-config", twice)
+    assert r.returncode != 0 and r.stderr.strip() == "--router-config: it names 'key' twice in one object; give each " \
+                                                     "setting once"
+    grid = tmp_path / "g.json"
+    grid.write_text('{"replicas": [1], "replicas": [2, 3]}')
+    r = _cli("search", str(workload), "--grid", str(grid), "--workers", "1", "-o", str(tmp_path / "o.csv"))
+    assert r.returncode != 0 and "the grid names 'replicas' twice in one object" in r.stderr

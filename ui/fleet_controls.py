@@ -63,7 +63,7 @@ def parse_router_config(text: str) -> dict:
     a JSON object."""
     if not text or not text.strip():
         return {}
-    doc = load_json(text.encode(), "the knobs' text", max_bytes=64 * 1024)
+    doc = load_json(text.encode(), "the knobs' text", max_bytes=64 * 1024, once=True)
     if not isinstance(doc, dict):
         raise ValueError('the knobs must be a JSON object, such as {"cache_threshold": 0.5}')
     return doc

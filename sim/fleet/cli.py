@@ -65,7 +65,7 @@ def _json_arg(text, what, kind):
     if not text:
         return None
     try:
-        v = load_json(text.encode(), "it")
+        v = load_json(text.encode(), "it", once=True)
     except ValueError as e:
         raise SystemExit(f"{what}: {e}")
     if not isinstance(v, kind):

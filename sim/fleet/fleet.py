@@ -435,6 +435,11 @@ class RoutingLoop:
         return routes_frame(rows)
 
 
+# the schedulers a replica may run (SimReplica reads their sequences, queue and KV pool);
+# llama_slots keeps slots, not vLLM's structures
+FLEET_SCHEDULERS = ("vllm", "static")
+
+
 def replica_configs(workload: Workload, settings: FleetSettings, config: dict | None):
     """Each replica's (SchedulerConfig, scheduler name, max_model_len): the workload's config,
     overridden by `config`, then by the replica's own overrides."""
@@ -443,6 +448,9 @@ def replica_configs(workload: Workload, settings: FleetSettings, config: dict | 
         own = (settings.replica_configs or [None] * settings.replicas)[i] or {}
         try:
             cfg, mode = resolve_config(workload, {**(config or {}), **own})
+            if mode not in FLEET_SCHEDULERS:   # a replica exposes vLLM's queue and KV pool to the router
+                raise ValueError(f"scheduler {mode} cannot run as a fleet's replica; a replica runs "
+                                 f"{' or '.join(FLEET_SCHEDULERS)}")
             cfg.validate()
             check_options(cfg, mode)   # async scheduling needs the vllm scheduler (and a version that has it)
             mml = max_model_len_for(workload, cfg)   # any request may be routed to any replica

@@ -131,3 +131,13 @@ def test_a_damaged_fleet_trace_is_refused_in_one_sentence(damage, said):
     assert said in one_sentence(e)
     back = FleetTrace.from_bytes(fleet.to_bytes())   # the undamaged file loads, the same bytes again
     assert back.to_bytes() == fleet.to_bytes() and not math.isnan(fleet_summary(back)["metrics"]["ttft_p50"])
+
+
+def test_a_replica_of_llama_server_slots_is_refused_in_one_sentence():
+    """llama_slots keeps slots, not vLLM's queue and KV pool that a replica exposes to the router:
+    it used to raise AttributeError mid-run (and a search lost every row already run)."""
+    with pytest.raises(ValueError) as e:
+        simulate_fleet(_workload(), FleetSettings(replicas=2), {"scheduler": "llama_slots"}, cost=MS)
+    assert one_sentence(e) == ("replica 0's config: scheduler llama_slots cannot run as a fleet's replica; a replica "
+                               "runs vllm or static")
+    assert len(simulate_fleet(_workload(), FleetSettings(replicas=2), {"scheduler": "static"}, cost=MS).routes) == 12

@@ -104,6 +104,7 @@ class KvCost(ActivePieces, Router):
         self.full = [dict() for _ in range(self.n)]    # per replica: piece key -> users of it whole
         self.part = [dict() for _ in range(self.n)]    # per replica: piece key -> {j: users of its first j}
         self.tails = [dict() for _ in range(self.n)]   # per replica: first own hash -> the PromptSegments
+        self.tail_counts = [dict() for _ in range(self.n)]   # per replica: first own hash -> hash -> users (2+ chains)
         self.held: dict = {}       # piece key or first own hash -> bitmask of the replicas it is active on
         self.piece_len: dict = {}  # piece key -> its hashes, for every piece seen
         self.registry: set = set()  # every hash of those pieces

@@ -44,12 +44,20 @@ class ActivePieces:
         for r in range(self.n):
             self.nblocks[r] = len(rcs[r])
         self.bs = None   # keys are for the fast path in pieces only
-        self.full = self.part = self.tails = None
+        self.full = self.part = self.tails = self.tail_counts = None
         self.held, self.piece_len, self.registry, self.own_firsts = {}, {}, set(), {}
 
-    @staticmethod
-    def _union(group) -> int:
-        return group[0].ntail if len(group) == 1 else len(set().union(*(g.tail() for g in group)))
+    def _counts(self, r: int, t1, group) -> dict:
+        """Hash -> how many of `group`'s own chains (two or more, first hash t1, on replica r)
+        hold it: kept as chains come and go, so that a group of thousands (a backlog of requests
+        with one seeded prompt) is not unioned again at every dispatch and release."""
+        counts = self.tail_counts[r].get(t1)
+        if counts is None:
+            counts = self.tail_counts[r][t1] = {}
+            for g in group:
+                for h in g.tail():
+                    counts[h] = counts.get(h, 0) + 1
+        return counts
 
     def _cover(self, r: int, k, length: int) -> int:
         """How many of piece k's hashes are active on replica r (its first ones)."""
@@ -72,9 +80,10 @@ class ActivePieces:
         if segs.part is not None:
             return acc + min(self._cover(r, segs.part[-1], len(segs.part)), segs.j)
         if segs.ntail:
-            group = self.tails[r].get(segs.first_tail())
+            t1 = segs.first_tail()
+            group = self.tails[r].get(t1)
             if group:
-                have = set().union(*(g.tail() for g in group))
+                have = set(group[0].tail()) if len(group) == 1 else self._counts(r, t1, group)
                 for h in segs.tail():
                     if h not in have:
                         break
@@ -151,15 +160,30 @@ class ActivePieces:
         elif step < 0 and len(group) == 1 and group[0] is segs:   # the last one goes
             del tails[t1]
             before, after = segs.ntail, 0
-        else:
-            before = self._union(group)
+        else:   # a group of two or more before or after: its hashes counted (_counts)
+            counts = self._counts(r, t1, group) if len(group) > 1 else None
+            before = len(counts) if counts is not None else group[0].ntail
             if step > 0:
+                if counts is None:
+                    counts = self._counts(r, t1, group + [segs])
+                else:
+                    for h in segs.tail():
+                        counts[h] = counts.get(h, 0) + 1
                 group.append(segs)
             else:
                 del group[next(i for i, g in enumerate(group) if g is segs)]
+                if counts is not None:
+                    for h in segs.tail():
+                        c = counts[h] - 1
+                        if c:
+                            counts[h] = c
+                        else:
+                            del counts[h]
                 if not group:
                     del tails[t1]
-            after = self._union(group) if group else 0
+            after = len(counts) if counts is not None and group else 0
+            if len(group) <= 1:   # one chain left, or none: its own count serves (no counts kept)
+                self.tail_counts[r].pop(t1, None)
         if (before == 0) != (after == 0):
             self._mark(t1, bit, bool(after))
         own = self.own_firsts
