@@ -141,3 +141,22 @@ def test_a_replica_of_llama_server_slots_is_refused_in_one_sentence():
     assert one_sentence(e) == ("replica 0's config: scheduler llama_slots cannot run as a fleet's replica; a replica "
                                "runs vllm or static")
     assert len(simulate_fleet(_workload(), FleetSettings(replicas=2), {"scheduler": "static"}, cost=MS).routes) == 12
+
+
+def test_idle_replicas_share_one_computed_row_equal_to_their_own():
+    """A fleet of many replicas and few requests: every idle replica's row is computed once (a
+    1,024-replica fleet of 10 requests spent 8 s on 1,014 identical rows) and equals its own."""
+    import math as m
+
+    from sim.fleet.metrics import replica_summaries
+    from sim.metrics import summary
+    f = simulate_fleet(_workload(n=3), FleetSettings(replicas=40), cost=MS, digest=True)
+    rows = replica_summaries(f, fairness=False)
+    idle = [i for i, t in enumerate(f.replicas) if not len(t.requests)]
+    assert len(idle) == 37 and [r["replica"] for r in rows] == list(range(40))
+    own = summary(f.replicas[idle[-1]])
+    for k, v in own.items():
+        if k in ("jain_index", "max_service_gap"):
+            continue
+        got = rows[idle[-1]][k]
+        assert got == v or (isinstance(v, float) and m.isnan(v) and m.isnan(got)), k
