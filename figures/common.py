@@ -62,10 +62,11 @@ def plotly_text(values):
     """Text from a user or a log (request ids, tenants, replica names) as Plotly should show it in
     hovers, ticks, legends and titles: as written. Plotly renders a pseudo-HTML of its own there
     (<a href>, <b>, <br>, <span style>, entities); escaped, a tag is shown, never followed. A
-    list or array gives a list (an object array stays one), a text gives a text."""
+    list or array gives a list (an object array stays one), a text gives a text. "%" is written
+    as its entity too: inside a hovertemplate, a name's "%{x}" would be filled in."""
     if isinstance(values, str):
-        return html.escape(values)
-    out = [html.escape(str(v)) for v in values]
+        return html.escape(values).replace("%", "&#37;")
+    out = [html.escape(str(v)).replace("%", "&#37;") for v in values]
     return np.asarray(out, dtype=object) if isinstance(values, np.ndarray) else out
 
 

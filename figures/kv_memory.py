@@ -24,7 +24,7 @@ from sim.trace import Trace
 
 from .animate import assemble, axes, axis_key, subplot_layout, with_redraw
 from .common import (CACHED_FREE, CONTROLS_MARGIN_B, FONT, FREE, NULL_BLOCK, PREEMPT, TEMPLATE, colour_codes,
-                     pick_frames, play_controls, request_colour)
+                     pick_frames, play_controls, plotly_text, request_colour)
 from .playback import kv_map_figure
 
 MAX_FRAME_BLOCKS = 32 * 32  # block maps up to 32x32 animate in the browser
@@ -55,11 +55,12 @@ def _timeline_traces(held: pd.DataFrame, pre: pd.DataFrame, usable: int, ax: dic
             v = held[q].to_numpy()
             if not v.any():
                 continue
+            shown = plotly_text(str(q))   # an id as written, never as Plotly's markup
             data.append({"type": "scatter", "mode": "lines", "x": steps, "y": v, "stackgroup": ax["yaxis"],
-                         "name": q, "legendgroup": q, "showlegend": legend,
+                         "name": shown, "legendgroup": shown, "showlegend": legend,
                          "line": {"width": 0.5, "color": request_colour(i), "shape": "hv"},
                          "fillcolor": request_colour(i),
-                         "hovertemplate": f"<b>{q}</b> · step %{{x}}: %{{y}} blocks<extra></extra>", **ax})
+                         "hovertemplate": f"<b>{shown}</b> · step %{{x}}: %{{y}} blocks<extra></extra>", **ax})
     else:
         data.append({"type": "scatter", "mode": "lines", "x": steps, "y": held.sum(axis=1).to_numpy(),
                      "name": "blocks in use", "showlegend": legend, "fill": "tozeroy",
@@ -72,8 +73,9 @@ def _timeline_traces(held: pd.DataFrame, pre: pd.DataFrame, usable: int, ax: dic
     notes: list[dict] = []
     if len(pre):
         used_before = held.sum(axis=1).reindex(pre["step"].to_numpy() - 1).fillna(0).to_numpy()
-        cd = np.stack([pre["victim"].astype(str), pre["kv_tokens"].astype(str), pre["blocks_freed"].astype(str),
-                       pre["mode"].astype(str), pre["tenant"].astype(str), pre["swap_ms"].map("{:.1f}".format),
+        cd = np.stack([plotly_text(pre["victim"].astype(str).to_numpy()), pre["kv_tokens"].astype(str),
+                       pre["blocks_freed"].astype(str), pre["mode"].astype(str),
+                       plotly_text(pre["tenant"].astype(str).to_numpy()), pre["swap_ms"].map("{:.1f}".format),
                        pre["recompute_ms"].map("{:.1f}".format)], axis=-1)
         data.append({"type": "scatter", "mode": "markers", "x": pre["step"].to_numpy(), "y": used_before,
                      "name": "preemption", "showlegend": legend, "legendgroup": "preemption",
@@ -88,7 +90,8 @@ def _timeline_traces(held: pd.DataFrame, pre: pd.DataFrame, usable: int, ax: dic
                 what = (f"{int(p['kv_tokens'])} tok to recompute" if p["mode"] == "recompute"
                         else f"{int(p['kv_tokens'])} tok swapped out")
                 notes.append({"x": int(p["step"]), "y": float(y), "xref": ax["xaxis"], "yref": ax["yaxis"],
-                              "text": f"<b>{p['victim']}</b>: {what}", "showarrow": True, "arrowhead": 2,
+                              "text": f"<b>{plotly_text(str(p['victim']))}</b>: {what}", "showarrow": True,
+                              "arrowhead": 2,
                               "arrowcolor": PREEMPT, "ax": 0, "ay": -20 - 20 * (k % 2),
                               "bgcolor": "rgba(255,255,255,0.9)",
                               "bordercolor": PREEMPT, "font": {"size": 12, "color": "#7F1D1D"}})
@@ -163,6 +166,7 @@ def _block_hover(codes: np.ndarray, reqs: list[str], tenants: list[str], tok: np
             out.append("block 0 · the null block (never allocated)")
         elif c >= 0:
             out.append(f"block {b} · <b>{reqs[c]}</b> (tenant {tenants[c]}) · {int(tok[c])} KV tokens · {kind[c]}")
+            # (reqs and tenants come escaped: block_map_figure passes them through plotly_text)
         elif c == -2:
             out.append(f"block {b} · free, cached prefix")
         else:
@@ -185,8 +189,8 @@ def memory_figure(trace: Trace, held: pd.DataFrame, tokens: pd.DataFrame, kinds:
     base = base_fig.to_plotly_json()
     heat = base["data"][0]
     n_req = len(trace.requests)
-    reqs = trace.requests["request"].astype(str).tolist()
-    tenants = trace.requests["tenant"].astype(str).tolist()
+    reqs = plotly_text(trace.requests["request"].astype(str).tolist())   # as written in hovers, not as markup
+    tenants = plotly_text(trace.requests["tenant"].astype(str).tolist())
     codes = block_owner_frames(trace, fsteps)  # (frames, blocks)
     n = codes.shape[1]
     with_hover = n * len(fsteps) <= MAX_HOVER_FRAME_CELLS
@@ -266,7 +270,7 @@ def cost_figure(curve: pd.DataFrame, pre: pd.DataFrame, mark_tokens: float | Non
          "line": {"color": SWAP, "width": 3}, "hovertemplate": "%{x:,.0f} tokens: swap %{y:.1f} ms<extra></extra>"},
     ]
     if len(pre):
-        cd = np.stack([pre["victim"].astype(str), pre["step"].astype(str)], axis=-1)
+        cd = np.stack([plotly_text(pre["victim"].astype(str).to_numpy()), pre["step"].astype(str)], axis=-1)
         for col, colour, what in (("recompute_ms", RECOMPUTE, "recompute"), ("swap_ms", SWAP, "swap")):
             data.append({"type": "scatter", "mode": "markers", "x": pre["kv_tokens"], "y": pre[col],
                          "name": f"this run's preemptions ({what})", "showlegend": what == "recompute",

@@ -158,7 +158,7 @@ def lane_traces(trace: Trace) -> tuple[list[dict], dict]:
         label = np.full(grid.shape, "", dtype=object)
         kind = used["kind"].astype(str).to_numpy()
         label[used["_slot"].to_numpy(), used["_col"].to_numpy()] = (
-            used["request"].astype(str).to_numpy() + "<br>" + np.where(kind == "padding", "pad", kind)
+            plotly_text(used["request"].astype(str).to_numpy()) + "<br>" + np.where(kind == "padding", "pad", kind)
             + np.where(kind == "decode", "", " " + used["tokens"].astype(str).to_numpy()))
         labels = {"text": label, "texttemplate": "%{text}",
                   "textfont": {"size": 12 if n_cols <= 12 else 10, "color": "#111827"}}

@@ -341,12 +341,12 @@ def test_markdown_in_a_link_or_an_upload_never_becomes_a_link():
     link = "[Log in again](https://evil.example)"
     at = open_page("fleet.py", timeout=180, fleet_scenario=link)
     said = at.warning[0].value
-    assert "Ignored a setting in the link" in said and "\\[Log in again\\](https\\://evil.example)" in said
+    assert "Ignored a setting in the link" in said and "\\[Log in again\\](https\u2060://evil.example)" in said
     at.radio(key="keep_fleet_source").set_value(UPLOAD).run()
     bad = json.dumps({"requests": [{"id": "a", "prompt_len": link, "max_tokens": 5}]}).encode()
     at.file_uploader(key="fleet_upload").upload("w.json", bad, "application/json")
     at.run()
-    assert not at.exception and "\\[Log in again\\](https\\://evil.example)" in at.error[0].value
+    assert not at.exception and "\\[Log in again\\](https\u2060://evil.example)" in at.error[0].value
     good = json.dumps({"requests": [{"id": "<b>x</b>", "prompt_len": 10, "max_tokens": 5}]}).encode()
     at.file_uploader(key="fleet_upload").upload("[Log in again](https:evil.example).json", good, "application/json")
     at.run()

@@ -102,3 +102,24 @@ def test_memory_figure_shows_cached_free_blocks_and_the_null_block():
     assert seen_cached
     colours = {c for _, c in heat["colorscale"]}
     assert {CACHED_FREE, FREE, NULL_BLOCK} <= colours
+
+
+def test_ids_and_tenants_reach_plotly_as_written():
+    """An uploaded workload's request ids and tenants go into legends, hovers and the victims'
+    labels HTML-escaped (Plotly renders <a href>, <b>, <br> there), "%" too (a hovertemplate
+    would fill in "%{x}")."""
+    from dataclasses import replace
+    wl = scenarios.workload("lesson_preemption")
+    evil = {r.id: f"<a href='https://evil.example'>{r.id}</a>%{{x}}" for r in wl.requests}
+    wl.requests = [replace(r, id=evil[r.id], tenant="<b>t</b>") for r in wl.requests]
+    tr = simulate(wl)
+    held, tok, kinds, pre = _views(tr)
+    specs = [json.loads(pio.to_json(f)) for f in (memory_figure(tr, held, tok, kinds, pre),
+                                                    timeline_figure(held, pre, 20, cursor=30),
+                                                    victims_figure({"A": (held, pre)}, 20),
+                                                    cost_figure(swap_vs_recompute(range(0, 4001, 100)), pre))]
+    for spec in specs:
+        spec["layout"].pop("meta", None)   # data for the page, never drawn
+        text = json.dumps(spec)
+        assert "<a href" not in text and "<b>t</b>" not in text and "%{x}</" not in text
+    assert "&lt;a href=&#x27;https://evil.example&#x27;&gt;r3&lt;/a&gt;&#37;{x}" in json.dumps(specs[1])

@@ -34,19 +34,29 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 def plain(text) -> str:
     """Text from a log, a recording or a user made inert for st.markdown (no links, emphasis,
-    colour tags): control characters become spaces, markdown's specials are escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
+    colour tags): control characters become spaces, markdown's specials are escaped, and a word
+    joiner breaks what GFM would autolink (see inert)."""
+    return _MD_SPECIAL.sub(r"\\\1", _no_autolinks(re.sub(r"[\x00-\x1f\x7f]", " ", str(text))))
 
 
-_LINKISH = re.compile(r"([\\\[\]<>@])|(?<=[A-Za-z])(:)(?=//)|(?<=\bwww)(\.)", re.IGNORECASE)
+_WJ = "\u2060"   # the word joiner: invisible, and it breaks the runs GFM's autolinks look for
+# where GFM would make a bare link: a scheme's "://", "www.", an e-mail's "@". Backslash escapes
+# do not stop these (remark-gfm finds them after escapes are taken out), a word joiner does.
+_AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(?=://)|(?<=\bwww)(?=\.)|(?=@)", re.IGNORECASE)
+_LINKISH = re.compile(r"([\\\[\]<>])")
+
+
+def _no_autolinks(text: str) -> str:
+    return _AUTOLINK.sub(_WJ, text)
 
 
 def inert(text) -> str:
     """A whole message that may quote a user's value (a link's setting, an upload's field or
     name) made safe for st.error / st.warning / st.markdown, its own wording left as it is: no
-    link, image, autolink, e-mail link or HTML can come out of it (\\, [, ], <, >, @, the colon
-    of "://" and the dot of "www." escaped). plain() escapes every markdown special instead."""
-    return _LINKISH.sub(lambda m: "\\" + m.group(m.lastindex), re.sub(r"[\x00-\x1f\x7f]", " ", str(text)))
+    link, image, autolink, e-mail link or HTML can come out of it (\\, [, ], <, > escaped; a word
+    joiner, U+2060, after a scheme and "www" and before "@"). plain() escapes every markdown
+    special as well."""
+    return _LINKISH.sub(r"\\\1", _no_autolinks(re.sub(r"[\x00-\x1f\x7f]", " ", str(text))))
 
 
 def short_name(name, at_most: int = 32) -> str:
