@@ -310,11 +310,14 @@ def cmd_vllm(args) -> int:
         with open(args.oracle_jsonl, "w") as f:
             f.writelines(dumps_strict(line) + "\n" for line in oracle_lines(rec))
     said = len(rec.warnings)
-    try:   # a vLLM without rules here: played back (the Trace above), not re-simulated
+    try:   # a vLLM without rules here (or settings no vLLM starts with): played back, not re-simulated
         wl = to_workload(rec)
         verdict = decisions(rec)
     except ValueError as e:
-        raise SystemExit(f"{args.recording}: {e}") from None
+        if args.workload:   # asked for what cannot be made
+            raise SystemExit(f"{args.recording}: {e}") from None
+        wl, verdict = None, {"equal": None, "not_simulated": str(e)}
+        print(f"warning: {args.recording}: not re-simulated: {e}", file=sys.stderr)
     for w in rec.warnings[said:]:   # what re-simulating found (no prompts to re-make prefix hits from)
         print(f"warning: {args.recording}: {w}", file=sys.stderr)
     if args.workload:
@@ -339,7 +342,9 @@ def cmd_vllm(args) -> int:
     print(f"vLLM {out['vllm']} ({'async' if out['async_scheduling'] else 'sync'} scheduling): {out['steps']} steps "
           f"({out['busy_steps']} busy), {out['requests_added']} requests, "
           f"{out['finished']} finished, {out['preemptions']} preemptions")
-    if d["equal"]:
+    if d.get("not_simulated"):
+        print(f"simulator: not re-simulated ({d['not_simulated']})")
+    elif d["equal"]:
         print(f"simulator: the same decisions at all {d['steps']} steps")
     else:
         f = d["first_difference"]

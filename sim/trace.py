@@ -268,7 +268,7 @@ class Trace:
         the nearest checkpoint before `step` when the log is in step order (sim.kvindex), else
         by a pass over the whole log."""
         n = self.num_blocks
-        kv = self.kv
+        kv = self._cached("kv_in_pool", self.kv, lambda: _in_pool(self.kv, n))
         if n == 0 or kv.empty:
             return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), [[] for _ in range(n)]
         index = self._cached("kv", kv, lambda: KvIndex.of(kv))
@@ -289,7 +289,7 @@ class Trace:
     def kv_index(self) -> KvIndex | None:
         """The kv log's index with checkpoints (sim.kvindex), made once; None when the log is not
         in step order."""
-        kv = self.kv
+        kv = self._cached("kv_in_pool", self.kv, lambda: _in_pool(self.kv, self.num_blocks))
         return self._cached("kv", kv, lambda: KvIndex.of(kv))
 
     def _cached(self, what: str, table: pd.DataFrame, make):
@@ -343,6 +343,15 @@ class Trace:
     def load(cls, path: str) -> "Trace":
         with open(path, "rb") as f:
             return cls.from_bytes(f.read())
+
+
+def _in_pool(kv: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The kv log's rows of blocks 0..n-1 (all of them, as a rule): a damaged recording's block
+    id of 2**62 would otherwise size the block map's arrays (exabytes)."""
+    b = kv["block"].to_numpy() if len(kv) else np.zeros(0, dtype=np.int64)
+    if n <= 0 or not len(b) or (b.min() >= 0 and b.max() < n):   # (n 0: a pool of unknown size)
+        return kv
+    return kv[(b >= 0) & (b < n)]
 
 
 # the settings a trace's meta.config holds that the pages compute with: whole numbers when given

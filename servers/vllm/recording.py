@@ -171,7 +171,8 @@ def is_async(rec: Recording) -> bool:
     cls = rec.header.get("scheduler_class")
     if cls:
         return "Async" in str(cls)
-    return bool(rec.config.get("async_scheduling"))
+    flag = rec.config.get("async_scheduling")
+    return flag is True or (isinstance(flag, str) and flag.strip().lower() == "true")   # not bool("false")
 
 
 def engine_calls_before(rec: Recording) -> Callable[[int], int]:

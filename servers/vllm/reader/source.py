@@ -123,9 +123,11 @@ class Unzip:
                         pending = b""
                         continue
                     d = zlib.decompressobj(wbits=31)
+                before = d.copy()   # to go back and keep what decompresses before damaged data
                 data = d.decompress(pending, UNZIP_STEP)
                 pending = d.unconsumed_tail or d.unused_data
             except zlib.error as e:
+                yield from self._capped(_up_to_damage(before, pending))
                 self.stop = Stop("the file stops early (its gzip data is damaged); what was read is shown", True, str(e))
                 return
             if data:
@@ -135,6 +137,20 @@ class Unzip:
         if not d.eof:
             why = "Compressed file ended before the end-of-stream marker was reached"
             self.stop = Stop("the file stops early (its gzip data is cut short); what was read is shown", True, why)
+
+
+def _up_to_damage(d, data: bytes, piece: int = 1 << 12) -> bytes:
+    """What `data` decompresses to before the damaged byte in it (`d` as it stood before it),
+    fed a few KB at a time: zlib raises on the call that meets the damage and gives nothing of
+    it, so a call of megabytes lost all of them (a file damaged in its first 4 MiB lost its
+    header)."""
+    out = []
+    for i in range(0, len(data), piece):
+        try:
+            out.append(d.decompress(data[i:i + piece]))
+        except zlib.error:
+            break
+    return b"".join(out)
 
 
 def lines_of(text: Iterator[bytes], max_line: int,

@@ -18,6 +18,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sim.limits import shown
+
 from .gcpause import no_gc
 from .lines import LINE_KINDS, check_header, clean_add, clean_finish, clean_step, not_a_recording
 from .replay import TraceBuilder
@@ -53,7 +55,8 @@ class Recording:
     @property
     def continues_earlier(self) -> bool:
         """A file begun by rotation: requests added before it lack their history."""
-        return int(self.header.get("part") or 1) > 1
+        part = self.header.get("part")
+        return type(part) is int and part > 1   # the recorder writes a whole number; anything else: part 1
 
     def warn(self, msg: str) -> None:
         if msg not in self.warnings and len(self.warnings) < MAX_WARNINGS:
@@ -97,6 +100,7 @@ class RecordingStream:
         self._running_n = self._waiting_len = 0
         self._last_step = -1 << 63   # the step lines' numbers rise; one that does not is skipped (_repeats)
         self._added: set[int] = set()   # the add lines' request indexes (`i`)
+        self._ids: set[str] = set()     # their request ids (a reused one is numbered: the Trace's ids are unique)
 
     @property
     def header(self) -> dict | None:
@@ -135,6 +139,13 @@ class RecordingStream:
             rec.warn(f"over {self.max_bad_lines:,} lines are not JSON objects: reading stopped there")
             self.full = True
             return True
+        if rec is None:
+            head = raw if isinstance(raw, bytes) else raw.encode()
+            if head[:2] in (b"\xff\xfe", b"\xfe\xff"):   # json.loads would take its header, and no line after it
+                raise ValueError("this file is UTF-16 text; a vLLM step recording is UTF-8 JSON lines "
+                                 "(convert it, e.g. iconv -f UTF-16 -t UTF-8)")
+            if head[:3] == b"\xef\xbb\xbf":   # a byte-order mark an editor added: not part of the header
+                raw = raw[3:] if isinstance(raw, bytes) else raw.lstrip("\ufeff")
         try:
             obj = parse(raw) if raw and not raw.isspace() else None
         except (ValueError, UnicodeDecodeError, RecursionError):
@@ -205,6 +216,21 @@ class RecordingStream:
                     rec.warn("an add line repeats an earlier request's index (a line written twice?): skipped")
                     return
                 self._added.add(a["i"])
+                rid = a["id"]
+                if rid in self._ids:   # a client reused an id (vLLM takes it once the first has ended)
+                    k = 2
+                    while f"{rid} ({k})" in self._ids:
+                        k += 1
+                    a["id"] = f"{rid} ({k})"
+                    rec.warn(f"a request id was added twice (a client reused it): the later one is "
+                             f"{shown(a['id'])} here")
+                self._ids.add(a["id"])
+                if a["before_step"] > self._last_step + ADD_AHEAD > ADD_AHEAD and self._last_step > -1 << 62:
+                    # the recorder writes an add just before its step (last step + 1): far past it, the
+                    # number is damaged; left as it is, a re-simulation ran to its step cap (minutes)
+                    rec.warn("an add line names a step far past the steps read so far (damaged?): taken as the "
+                             "next step")
+                    a["before_step"] = self._last_step + 1
                 rec.adds.append(a)
                 rec.builder.add(a)
             elif kind == "finish":
@@ -225,6 +251,9 @@ class RecordingStream:
             what = repr(str(kind)[:20])
             rec.warn(f"{'an' if what[1:2] in tuple('aeiou') else 'a'} {what} line is damaged or of another "
                      "format: skipped")
+
+
+ADD_AHEAD = 1000   # steps an add line's before_step may run ahead of the last step line read
 
 
 def _why(e: BaseException) -> str:

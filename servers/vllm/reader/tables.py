@@ -366,7 +366,9 @@ class Tables:
             cols[name] = per[name].copy()
         n_steps = len(starts)
         cols["arrived"] = self.s_arrived.view().copy()
-        cols.update(idle=np.zeros(n_steps, dtype=bool), swap_bytes=np.zeros(n_steps))
+        # a step that scheduled no token did no work (the recorder marks it "idle": nothing was
+        # runnable): busy_steps, busy time and the per-step means leave it out, as a simulated run's
+        cols.update(idle=cols["num_tokens"] == 0, swap_bytes=np.zeros(n_steps))
         for p in PHASES:
             cols[p] = per[p].copy()
         cols["period_ms"] = np.append(np.diff(starts), np.nan) if n_steps else np.zeros(0)

@@ -123,11 +123,21 @@ def test_the_cli_says_the_mode(tmp_path):
     assert "(async scheduling)" in r.stdout and "the same decisions" in r.stdout
 
 
-def test_an_async_recording_of_a_vllm_without_rules_is_refused(tmp_path):
-    """A vLLM the simulator has no rules for: one sentence, no traceback."""
+def test_an_async_recording_of_a_vllm_without_rules_is_played_back_not_re_simulated(tmp_path):
+    """A vLLM the simulator has no rules for: decisions() refuses in one sentence; the CLI still
+    gives what was recorded (steps, requests, warnings), with the sentence as the verdict."""
     p = tmp_path / "rec.jsonl"
     p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.40.0"))
     with pytest.raises(ValueError, match="has rules for vLLM 0.32, 0.33, 0.34 only"):
         decisions(read_recording(p))
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p)], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode != 0 and "has rules for vLLM 0.32, 0.33, 0.34 only" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 0 and "has rules for vLLM 0.32, 0.33, 0.34 only" in r.stderr and "Traceback" not in r.stderr
+    assert "simulator: not re-simulated (" in r.stdout and " steps (" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--json"], cwd=ROOT, capture_output=True,
+                       text=True)
+    out = json.loads(r.stdout)
+    assert out["decisions"]["equal"] is None and "0.32, 0.33, 0.34 only" in out["decisions"]["not_simulated"]
+    assert out["steps"] > 0 and out["requests_added"] > 0
+    r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--workload", str(tmp_path / "w.json")],
+                       cwd=ROOT, capture_output=True, text=True)   # what cannot be made is refused
+    assert r.returncode != 0 and "0.32, 0.33, 0.34 only" in r.stderr and not (tmp_path / "w.json").exists()

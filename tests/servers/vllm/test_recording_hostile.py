@@ -1,0 +1,97 @@
+"""Damaged recordings found by a hostile sweep: each used to stall a re-simulation for minutes,
+crash the page, mislead the verdict, or lose what could be read; each now reads what it holds
+and says what it could not use in one sentence (servers/vllm/reader/)."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servers.vllm.compare import decisions
+from servers.vllm.recording import is_async, read_recording, to_trace
+
+ROOT = Path(__file__).resolve().parents[3]
+PRIORITY = ROOT / "samples" / "vllm" / "priority.jsonl.gz"   # 149 steps, 14 requests, its last step idle
+
+
+def rows() -> list[dict]:
+    return [json.loads(x) for x in gzip.decompress(PRIORITY.read_bytes()).splitlines()]
+
+
+def text(rs: list[dict]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rs).encode()
+
+
+def test_an_add_far_past_the_steps_read_is_taken_as_the_next_step():
+    """An add's before_step of 1e15 made the re-simulation run to its 10M-step cap (100 s); the
+    page raised (an int32/int64 merge). The recorder writes an add just before its step."""
+    rs = rows()
+    adds = [r for r in rs if r["kind"] == "add"]
+    adds[4]["before_step"] = 10**15
+    rec = read_recording(text(rs))
+    assert any("an add line names a step far past the steps read" in w for w in rec.warnings)
+    v = decisions(rec)
+    assert v["simulated_steps"] < 1000 and v["equal"]
+
+
+def test_a_reused_request_id_is_numbered_and_the_decisions_hold():
+    """A client may reuse an id once its first request ended: the later one is "id (2)" (the
+    Trace's ids are unique: the page raised on the duplicate, the verdict said the pool was too
+    small)."""
+    rs = rows()
+    adds = [r for r in rs if r["kind"] == "add"]
+    adds[4]["id"] = adds[3]["id"]
+    rec = read_recording(text(rs))
+    ids = to_trace(rec).requests["request"].astype(str)
+    assert ids.is_unique and f"{adds[3]['id']} (2)" in set(ids)
+    assert any("a request id was added twice" in w for w in rec.warnings) and decisions(rec)["equal"]
+
+
+def test_a_block_id_past_the_pool_does_not_size_the_block_map():
+    rs = rows()
+    step = next(r for r in rs if r["kind"] == "step" and r.get("blocks"))
+    step["blocks"][0][1].append(2**62)
+    tr = to_trace(read_recording(text(rs)))
+    count, cached, holders = tr.block_map(int(step["step"]))   # a 4 EiB array before
+    assert len(count) == tr.num_blocks and tr.kv_index() is not None
+
+
+def test_header_and_bytes_of_other_kinds():
+    rs = rows()
+    rs[0]["part"] = "x"   # a damaged part number: read as part 1 (it raised ValueError)
+    assert len(read_recording(text(rs)).steps) == 149
+    with pytest.raises(ValueError, match="this file is UTF-16 text"):   # it read as an empty recording
+        read_recording(text(rows()).decode().encode("utf-16"))
+    assert len(read_recording(b"\xef\xbb\xbf" + text(rows())).steps) == 149   # a BOM: read
+    rs = rows()
+    rs[0]["config"]["async_scheduling"] = "false"
+    rs[0].pop("scheduler_class", None)
+    assert is_async(read_recording(text(rs))) is False   # bool("false") said it was async
+
+
+def test_idle_steps_are_not_busy_and_a_damaged_gzip_keeps_what_came_before():
+    rec = read_recording(PRIORITY.read_bytes())
+    s = to_trace(rec).steps
+    assert len(s) == 149 and int((~s["idle"]).sum()) == 148   # its last step scheduled nothing
+    raw = gzip.compress(text(rows()) * 20, mtime=0)
+    bad = bytearray(raw)
+    bad[len(raw) // 2] ^= 0xFF
+    rec = read_recording(bytes(bad))
+    assert any("its gzip data is damaged" in w for w in rec.warnings)
+    assert len(rec.steps) >= 149   # at least the first copy (it lost all: the header was in the failed call)
+
+
+def test_the_cli_plays_back_what_it_cannot_re_simulate(tmp_path):
+    rs = rows()
+    rs[0]["config"]["max_model_len"] = 10   # no vLLM starts with this, and the prompts are longer
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(text(rs))
+    r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--json"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["steps"] == 149 and out["decisions"]["equal"] is None
+    assert out["decisions"]["not_simulated"] and "not re-simulated" in r.stderr
