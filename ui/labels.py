@@ -32,13 +32,6 @@ def fmt(v, unit: str = "", digits: int = 3) -> str:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
-def plain(text) -> str:
-    """Text from a log, a recording or a user made inert for st.markdown (no links, emphasis,
-    colour tags): control characters become spaces, markdown's specials are escaped, and a word
-    joiner breaks what GFM would autolink (see inert)."""
-    return _MD_SPECIAL.sub(r"\\\1", _no_autolinks(re.sub(r"[\x00-\x1f\x7f]", " ", str(text))))
-
-
 _WJ = "\u2060"   # the word joiner: invisible, and it breaks the runs GFM's autolinks look for
 # where GFM would make a bare link: a scheme's "://", "www.", an e-mail's "@". Backslash escapes
 # do not stop these (remark-gfm finds them after escapes are taken out), a word joiner does.
@@ -48,6 +41,13 @@ _LINKISH = re.compile(r"([\\\[\]<>])")
 
 def _no_autolinks(text: str) -> str:
     return _AUTOLINK.sub(_WJ, text)
+
+
+def plain(text) -> str:
+    """Text from a log, a recording or a user made inert for st.markdown (no links, emphasis,
+    colour tags): control characters become spaces, markdown's specials are escaped, and a word
+    joiner breaks what GFM would autolink (see inert)."""
+    return _MD_SPECIAL.sub(r"\\\1", _no_autolinks(re.sub(r"[\x00-\x1f\x7f]", " ", str(text))))
 
 
 def inert(text) -> str:

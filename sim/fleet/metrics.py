@@ -128,7 +128,7 @@ def replica_summaries(fleet, slo=None, fairness: bool = True) -> list[dict]:
     for i, t in enumerate(fleet.replicas):
         key = None
         if not len(t.requests) and not len(t.steps):
-            key = repr(sorted((t.meta.get("config") or {}).items()))
+            key = repr((sorted((t.meta.get("config") or {}).items()), t.meta.get("slots"), t.time_unit))
             if key in idle:
                 out.append({**idle[key], "replica": i})
                 continue

@@ -225,12 +225,14 @@ class RecordingStream:
                     rec.warn(f"a request id was added twice (a client reused it): the later one is "
                              f"{shown(a['id'])} here")
                 self._ids.add(a["id"])
-                if a["before_step"] > self._last_step + ADD_AHEAD > ADD_AHEAD and self._last_step > -1 << 62:
-                    # the recorder writes an add just before its step (last step + 1): far past it, the
-                    # number is damaged; left as it is, a re-simulation ran to its step cap (minutes)
+                # the recorder writes an add just before its step (last step + 1; before any step, 1
+                # unless the file continues a rotated one): far past it, the number is damaged, and
+                # left as it is a re-simulation ran to its step cap (minutes)
+                last = self._last_step if self._last_step > -1 << 62 else None if rec.continues_earlier else 0
+                if last is not None and a["before_step"] > last + ADD_AHEAD:
                     rec.warn("an add line names a step far past the steps read so far (damaged?): taken as the "
                              "next step")
-                    a["before_step"] = self._last_step + 1
+                    a["before_step"] = last + 1
                 rec.adds.append(a)
                 rec.builder.add(a)
             elif kind == "finish":
