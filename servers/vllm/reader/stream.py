@@ -190,6 +190,11 @@ class RecordingStream:
         out of order. Skipped, and said: the Trace's steps are unique and rising (a repeated step
         was applied twice, and the metrics' lookups by step refused the duplicate)."""
         if step > self._last_step:
+            if step > self._last_step + STEP_AHEAD and self._last_step > -1 << 62:
+                # the recorder numbers its steps one by one: a number far ahead is damaged, and taken
+                # it would have every later (good) line skipped as going back
+                rec.warn("a step line's number is far past the step before it (damaged?): skipped")
+                return True
             self._last_step = step
             return False
         rec.warn("a step line repeats or goes back to an earlier step (a line written twice?): skipped")
@@ -256,6 +261,7 @@ class RecordingStream:
 
 
 ADD_AHEAD = 1000   # steps an add line's before_step may run ahead of the last step line read
+STEP_AHEAD = 1000  # and a step line's number
 
 
 def _why(e: BaseException) -> str:

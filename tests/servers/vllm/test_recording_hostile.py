@@ -97,3 +97,12 @@ def test_the_cli_plays_back_what_it_cannot_re_simulate(tmp_path):
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["steps"] == 149 and out["decisions"]["equal"] is None
     assert out["decisions"]["not_simulated"] and "not re-simulated" in r.stderr
+
+
+def test_one_step_number_far_ahead_is_skipped_not_every_line_after_it():
+    rs = rows()
+    steps = [r for r in rs if r["kind"] == "step"]
+    steps[4]["step"] = 10**12   # it kept 5 steps of 149: the 144 after it "went back"
+    rec = read_recording(text(rs))
+    assert len(rec.steps) == 148
+    assert any("a step line's number is far past the step before it" in w for w in rec.warnings)
