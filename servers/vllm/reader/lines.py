@@ -12,6 +12,7 @@ from itertools import chain
 
 from sim import versions
 from sim.inputs import check_config
+from sim.limits import MAX_ARRIVAL_TIME
 
 from ..format import CHECKED_WITH, FORMAT, VERSION
 
@@ -23,10 +24,10 @@ CONFIG_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_nu
 LINE_KINDS = frozenset(("step", "add", "finish", "end", "header", "rotate"))   # what the recorder writes
 INT_MAX = 2**53   # counts, ids, block numbers: past this the Trace's columns (float64 on the way) would round them
 _INF = (float("inf"), float("-inf"))
-# a time on the recorder's clock: ms since it began (a run of years is far inside; a time past
-# this would have a fleet's clock, or a router's timers, step through aeons). A front end's
+# a time on the recorder's clock: ms since it began, held to the bound a workload's arrival times
+# have (past it, a fleet's clock or a router's timers would step through aeons). A front end's
 # `arrival` is its own wall clock's and may be anything finite (the fleet reader checks it)
-MAX_TIME_MS = 1e12
+MAX_TIME_MS = MAX_ARRIVAL_TIME
 
 
 def as_int(v) -> int:
