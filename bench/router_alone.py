@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import gc
 import time
+from functools import partial
 from types import SimpleNamespace
 
 CALLS = ("route", "dispatched", "released", "prefill_done")
@@ -140,7 +141,8 @@ def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: 
     watchers = {i: idx.watcher(i) for idx in indexes.values() for i in idx.replicas}
     if indexes:
         shim = SimpleNamespace(prompts=prompts, indexes=indexes, backends=[None] * replicas)
-        ctx.cached_prefix = lambda req: RoutingLoop._cached_prefix(shim, req)
+        shim._cached_prefix_bits = ctx.cached_prefix_bits = partial(RoutingLoop._cached_prefix_bits, shim)
+        ctx.cached_prefix = partial(RoutingLoop._cached_prefix, shim)
     else:
         ctx.cached_prefix = lambda req: next(prefix)
     spent = dict.fromkeys(CALLS, 0.0)

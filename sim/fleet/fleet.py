@@ -33,7 +33,7 @@ from ..limits import MAX_ARRIVAL_TIME
 from ..simulate import max_model_len_for, resolve_config
 from ..versions import check_options
 from ..workload import Workload
-from .prefix_index import FleetPrefixIndex
+from .prefix_index import FleetPrefixIndex, nonzero_bits
 from .prompts import _Prompts, chain_hashes, text_chain_hashes  # noqa: F401  (chain_hashes, text_chain_hashes: for recorded.py and the tests)
 from .replica import SimReplica
 from .routes import MAX_REPLICAS, ROUTE_COLUMNS, routes_frame
@@ -165,6 +165,7 @@ class RoutingLoop:
         self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
         if self.indexes is not None:
             self.ctx.cached_prefix = self._cached_prefix
+            self.ctx.cached_prefix_bits = self._cached_prefix_bits
         # A router that reads only its own in-flight counts needs a replica run up to a decision
         # only if one of its responses could have ended by then: `due` is a time before which none
         # can (SimReplica.release_horizon, plus the tail), and the wake heap is keyed by it. The
@@ -204,31 +205,46 @@ class RoutingLoop:
         return indexes
 
     def _cached_prefix(self, req) -> list[int]:
-        """Every replica's leading cached blocks of req's prompt, from the fleet-wide indexes. A
-        prompt made of prompt blocks: the walk over its whole blocks' hashes is the index's memo
-        for that prefix (sim/fleet/prefix_index.py shared_run), then the request's own hashes are
-        made and walked one by one only while some replica still holds all before them."""
+        """Every replica's leading cached blocks of req's prompt, from the fleet-wide indexes (a
+        list the router must not change)."""
+        return self._cached_prefix_bits(req)[0]
+
+    def _cached_prefix_bits(self, req) -> tuple:
+        """(_cached_prefix's list, a bitmask of the replicas with a count above 0). A prompt made
+        of prompt blocks: the walk over its whole blocks' hashes is the index's memo for that
+        prefix (sim/fleet/prefix_index.py shared_run), then the request's own hashes are made and
+        walked one by one only while some replica still holds all before them. The memo's list
+        is handed out as it is where nothing is added to it."""
         prompts = self.prompts
         p = prompts._prefix(req)
         if p is None:
             out = [0] * len(self.backends)   # a replica without prefix caching holds nothing
             for bs, idx in self.indexes.items():
                 idx.leading(prompts.chain(req, bs), out)
-            return out
+            return out, nonzero_bits(out)
         node = p[0]
-        out = None
+        out, some, own = None, 0, False   # own: out is a list of ours (may be changed)
         for bs, idx in self.indexes.items():
-            base, alive, depth = idx.shared_run(node, lambda: node.full_chain(bs))
+            base, alive, depth, held = idx.shared_run(node, lambda: node.full_chain(bs))
+            some |= held
             if out is None:
-                out = list(base)   # base is 0 outside the index's replicas
+                out = base   # base is 0 outside the index's replicas
             else:
+                if not own:
+                    out, own = list(out), True
                 for i in idx.replicas:
                     out[i] = base[i]
             if alive:   # the replicas holding all of it already read `depth`: go on only if one holds more
                 first = prompts.own(req, bs).first()
                 if first is not None and idx.holders.get(first, 0) & alive:
+                    if not own:
+                        out, own = list(out), True
                     idx.walk(prompts.own_chain(req, bs), alive, depth, out)
-        return out if out is not None else [0] * len(self.backends)
+                    if not depth:   # those that hold all of it held none before: some may now
+                        some |= nonzero_bits(out, alive)
+        if out is None:
+            return [0] * len(self.backends), 0
+        return out, some
 
     def _refresh(self, which) -> None:
         waiting, kv_usage = self.ctx.waiting, self.ctx.kv_usage

@@ -28,7 +28,8 @@ class FleetPrefixIndex:
         self.everyone = 0
         for i in self.replicas:
             self.everyone |= 1 << i
-        self.memo: dict = {}     # prefix key -> (leading counts, every replica; replicas holding all of it; its length)
+        self.memo: dict = {}     # prefix key -> (leading counts, every replica; replicas holding all of it; its length;
+        #                          replicas holding some of it)
         self.watch: dict = {}    # hash -> the prefix keys whose memo read it (dropped when it changes holders)
 
     def watcher(self, replica: int):
@@ -55,9 +56,10 @@ class FleetPrefixIndex:
 
     def shared_run(self, key, hashes) -> tuple:
         """The walk over a shared prefix's hashes (`hashes()` gives them, asked only when the memo
-        lacks `key`): (out, alive, depth): out[i] for every replica i of this index as `leading`
-        gives it for these hashes alone (0 for the others), the replicas that hold all of them
-        (a bitmask) and how many hashes there are. Do not change `out`."""
+        lacks `key`): (out, alive, depth, some): out[i] for every replica i of this index as
+        `leading` gives it for these hashes alone (0 for the others), the replicas that hold all
+        of them (a bitmask), how many hashes there are, and the replicas i with out[i] > 0 (a
+        bitmask). Do not change `out`."""
         m = self.memo.get(key)
         if m is None:
             hs = hashes()
@@ -66,7 +68,7 @@ class FleetPrefixIndex:
             if len(self.memo) >= self.MEMO_KEYS:
                 self.memo.clear()
                 self.watch.clear()
-            m = self.memo[key] = (out, alive, len(hs))
+            m = self.memo[key] = (out, alive, len(hs), nonzero_bits(out))
             watch = self.watch
             for h in hs[:depth + 1]:   # the hashes the walk read: their holders decide it
                 w = watch.get(h)
@@ -107,3 +109,19 @@ class FleetPrefixIndex:
         """Into out[i], for each replica i of this index: how many of `hashes`, from the first,
         its cache holds."""
         self.walk(hashes, self.everyone, 0, out)
+
+
+def nonzero_bits(counts: list, among: int | None = None) -> int:
+    """A bitmask of the replicas i (of `among`, a bitmask; every one if None) with counts[i] > 0."""
+    some = 0
+    if among is None:
+        for i, k in enumerate(counts):
+            if k:
+                some |= 1 << i
+        return some
+    while among:
+        low = among & -among
+        if counts[low.bit_length() - 1]:
+            some |= low
+        among ^= low
+    return some

@@ -356,21 +356,22 @@ def test_fleet_prefix_index_is_each_pool_asked_in_turn(router, config, monkeypat
                       replica_configs=[{}, {"block_size": 32, "num_gpu_blocks": 40}, {},
                                        {"enable_prefix_caching": False}])
     asked = []
-    real = fleet_mod.RoutingLoop._cached_prefix
+    real = fleet_mod.RoutingLoop._cached_prefix_bits
 
     def checked(self, req):
-        out = real(self, req)
+        out, some = real(self, req)
         assert out == [self._cached_blocks(i, req) for i in range(len(self.backends))]
-        asked.append(out)
-        return out
-    monkeypatch.setattr(fleet_mod.RoutingLoop, "_cached_prefix", checked)
+        assert some == sum(1 << i for i, k in enumerate(out) if k)   # the replicas holding some of it
+        asked.append(list(out))
+        return out, some
+    monkeypatch.setattr(fleet_mod.RoutingLoop, "_cached_prefix_bits", checked)
     indexed = simulate_fleet(wl, s, cost=MS)
     assert len(asked) == 160 and any(0 < max(o[:3]) for o in asked) and all(o[3] == 0 for o in asked)
     evicted = sum(int((t.kv["op"] == "evicted").sum()) for t in indexed.replicas)
     assert evicted > 0   # the pools evicted: the index followed hashes leaving too
     assert make_router(router, 4, config).reads_prefix_cache
     monkeypatch.setattr(fleet_mod.RoutingLoop, "_prefix_indexes", lambda self: None)   # ask each pool
-    monkeypatch.setattr(fleet_mod.RoutingLoop, "_cached_prefix", real)
+    monkeypatch.setattr(fleet_mod.RoutingLoop, "_cached_prefix_bits", real)
     assert simulate_fleet(wl, s, cost=MS).to_bytes() == indexed.to_bytes()
 
 

@@ -56,8 +56,9 @@ def test_lowest_is_every_replica_costed(credit, n):
         state = r.rng.getstate()
         pick, tied = _every_cost(r, cached, less, isl, bs, nh)
         want_after = r.rng.getstate()
+        some = sum(1 << i for i, c in enumerate(cached) if c) if trial % 2 else None   # the loop's bits, or none
         r.rng.setstate(state)
-        d = r._lowest(cached, less, isl, bs, nh)
+        d = r._lowest(cached, some, less, isl, bs, nh)
         assert (d.replica, d.detail["tied"]) == (pick, tied)
         assert d.reason == ("lowest_cost" if len(tied) == 1 else "tie_random")
         assert r.rng.getstate() == want_after
@@ -85,6 +86,7 @@ def test_lowest_key_follows_every_change():
         low = min(keys)
         reads += r.low is None
         assert r.low in (None, low) and (r.low is None or r.nlow == keys.count(low))
+        assert r.low is None or r.lowi is None or keys[r.lowi] == low   # the replica kept at the lowest
         some = rng.sample(range(n), rng.randint(0, 3))
         assert list(r._low_group(some)) == [j for j in range(n) if keys[j] == low and j not in some]
     assert 10 < reads < 4000   # read again now and then, not at every change

@@ -557,7 +557,8 @@ def test_fleet_prefix_index_memo_is_the_plain_walk(seed):
     hits = 0
     for idx, (key, shared, own) in _random_index_run(seed):
         hits += key in idx.memo
-        base, alive, depth = idx.shared_run(key, lambda: shared)
+        base, alive, depth, some = idx.shared_run(key, lambda: shared)
+        assert some == sum(1 << i for i, k in enumerate(base) if k)
         out = list(base)
         if alive:
             idx.walk(iter(own), alive, depth, out)
@@ -634,9 +635,10 @@ def test_kv_cost_lowest_is_route_with_every_cost(monkeypatch):
     real = KvCost._lowest
     seen = []
 
-    def both(self, cached, less, isl, bs, nh):
+    def both(self, cached, some, less, isl, bs, nh):
+        assert some == sum(1 << i for i, c in enumerate(cached) if c)   # the loop's bits are its counts'
         state = self.rng.getstate()
-        d = real(self, cached, less, isl, bs, nh)
+        d = real(self, cached, some, less, isl, bs, nh)
         after = self.rng.getstate()
         self.rng.setstate(state)
         ov = [float(c) for c in cached]

@@ -88,7 +88,7 @@ class KvCost(ActivePieces, Router):
         # replicas that hold none of the prompt (see _lowest); an upper bound on them
         self.keys = [0] * self.n
         self.key_bound = 0
-        self.low, self.nlow = None, 0   # the lowest key and how many have it (None: to be read)
+        self.low, self.nlow, self.lowi = None, 0, None   # the lowest key, how many have it, one at it
         self.bs = None
         self.holders: dict = {}       # block hash -> bitmask of the replicas it is active on
         self.active: dict = {}        # request id -> [replica, hashes, prefill tokens still counted]
@@ -153,7 +153,11 @@ class KvCost(ActivePieces, Router):
         n = self.n
         reps = ctx.replicas
         isl = self._length(request, ctx)
-        cached = ctx.cached_prefix(request)
+        bits = getattr(ctx, "cached_prefix_bits", None)   # the loop's answer with its replicas above 0
+        if bits is not None:
+            cached, some = bits(request)
+        else:
+            cached, some = ctx.cached_prefix(request), None
         segs = self._segments(request, ctx, reps)
         sizes = self._block_sizes(reps)
         credit = self.credit
@@ -173,7 +177,7 @@ class KvCost(ActivePieces, Router):
             self._pending = (request.id, bs, segs, cached, isl)
             if not ctx.record_scores and self.temperature == 0.0 and self.scale == 1.0 and not self.req_weight \
                     and self.key_bound + isl + bs * nh < 1 << 45:
-                return self._lowest(cached, less, isl, bs, nh)
+                return self._lowest(cached, some, less, isl, bs, nh)
             overlap = np.array(cached, dtype=np.float64)
             x = (np.array(self.ptok, dtype=np.int64) + isl) / bs
             x -= overlap if credit == 1.0 else credit * overlap
@@ -236,7 +240,7 @@ class KvCost(ActivePieces, Router):
         return Decision(self._softmax(cost.tolist()), "softmax", self.everyone, scores,
                         {"temperature": self.temperature})
 
-    def _lowest(self, cached: list, less: dict, isl: int, bs: int, nh: int) -> Decision:
+    def _lowest(self, cached: list, some: int | None, less: dict, isl: int, bs: int, nh: int) -> Decision:
         """The pick of route's formula (no scores kept, temperature 0, scale 1, no request
         weight), costing only the replicas that can be lowest. A replica that holds none of the
         prompt (no overlap, no active block of it) costs (ptok + isl) / bs + (nblocks + nh), in
@@ -246,17 +250,24 @@ class KvCost(ActivePieces, Router):
         few: those holding the prompt's first block) are costed each, with route's operations.
         Those cost at most their key's cost (the credit is >= 0: Router.check_config), so the
         lowest key over every replica will do; and the replicas at it with the same ptok (so the
-        same nblocks) cost the same: one of each ptok is costed."""
+        same nblocks) cost the same: one of each ptok is costed. `some`: a bitmask of the
+        replicas with overlap > 0 (None: read from `cached`)."""
         ptok, nblocks, credit = self.ptok, self.nblocks, self.credit
         cand, costs = self._cand, self._costs   # scratch lists: no garbage to collect
-        cand[:] = compress(range(self.n), cached)   # overlap > 0
+        if some is None:
+            cand[:] = compress(range(self.n), cached)   # overlap > 0
+        else:
+            cand.clear()
+            while some:
+                low = some & -some
+                cand.append(low.bit_length() - 1)
+                some ^= low
         for i in less:
             if not cached[i]:
                 cand.append(i)
         group = self._low_group(cand)
-        ps = set(map(ptok.__getitem__, group)) if len(group) > 3 else ()
-        if len(ps) == len(group):   # a few, or all different: each costed
-            cand += group
+        if len(group) <= 3 or len(ps := set(map(ptok.__getitem__, group))) == len(group):
+            cand += group   # a few, or all different: each costed
             group = ()
         cand.sort()
         k = len(cand)

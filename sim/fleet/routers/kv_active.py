@@ -195,13 +195,14 @@ class ActivePieces:
         return after - before
 
     # -- keys: ptok + block size x nblocks per replica, the order of the costs of the replicas
-    # that hold none of the prompt (KvCost._lowest); the lowest and how many have it are kept
-    # as they change, read again from every key only when the last replica at it leaves it
+    # that hold none of the prompt (KvCost._lowest); the lowest, how many have it and (lowi) one
+    # replica at it are kept as they change, read again from every key only when the last
+    # replica at it leaves it (lowi: None when not known, read when the lowest is one replica's)
     def _keys_init(self) -> None:
         bs = self.bs
         self.keys = [p + bs * b for p, b in zip(self.ptok, self.nblocks)]
         self.key_bound = max(self.key_bound, *self.keys)
-        self.low = None
+        self.low = self.lowi = None
 
     def _rekey(self, r: int) -> None:
         """keys[r] after ptok[r] or nblocks[r] changed."""
@@ -213,13 +214,15 @@ class ActivePieces:
         low = self.low
         if low is not None:
             if k < low:
-                self.low, self.nlow = k, 1
+                self.low, self.nlow, self.lowi = k, 1, r
             elif k == low:
                 self.nlow += 1
             elif old == low:
                 self.nlow -= 1
                 if not self.nlow:
                     self.low = None
+                elif self.lowi == r:
+                    self.lowi = None
         if k > self.key_bound:
             self.key_bound = k
 
@@ -230,8 +233,11 @@ class ActivePieces:
         if low is None:
             low = self.low = min(keys)
             self.nlow = keys.count(low)
+            self.lowi = None
         if self.nlow == 1:
-            i = keys.index(low)
+            i = self.lowi   # the one at the lowest key, when known (_rekey keeps it)
+            if i is None:
+                i = self.lowi = keys.index(low)
             return () if i in some else self.alone[i]
         at = list(compress(range(self.n), map(low.__eq__, keys)))
         return at if set(some).isdisjoint(at) else [i for i in at if i not in some]
