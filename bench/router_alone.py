@@ -18,6 +18,11 @@ reads what it read in the run, so that only the router's own work is timed:
    request, or no figure is given.
 A router that reads the replicas it draws (power_of_two: lazy views, each replica run up to a
 decision when it is read) is not replayed.
+3. The workload's part: a second replay times, inside the router's calls, the making of the
+   request's own ids (past its shared prompt blocks) and of their text (perf_counter wrappers).
+   The workload makes those, and a real router is sent them with the request. The part is
+   printed beside the figure and is not taken out of it. The prompt is planned in the run's
+   order, as the run's loop plans it, so own ids are made in batches as they are in the run.
 """
 from __future__ import annotations
 
@@ -116,10 +121,12 @@ def _record(name: str, wl, replicas: int, cost):
     return log, fleet.routes["replica"].tolist()
 
 
-def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: dict) -> tuple:
-    """Replay the log on a fresh router; (CPU seconds per call kind, picks)."""
+def _replay(name: str, replicas: int, log: _Log, clock_cost: float, groups: dict, workload_part: bool = False) -> tuple:
+    """Replay the log on a fresh router; (CPU seconds per call kind, picks). workload_part: also
+    time (perf_counter, under "workload") the making of the request's own ids and of their text,
+    which a real router is sent with the request (the wrappers add their own cost)."""
     from sim.fleet import FleetSettings
-    from sim.fleet.fleet import RoutingLoop, offer_prompts, timed_requests
+    from sim.fleet.fleet import RoutingLoop, offer_prompts
     from sim.fleet.prefix_index import FleetPrefixIndex
     from sim.fleet.prompts import _Prompts
     from sim.fleet.routers import make_router
@@ -128,9 +135,7 @@ def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: 
     s = FleetSettings(replicas=replicas, router=name, record_scores=False).check()
     router = make_router(s.router, s.replicas, s.router_config, s.seed)
     prompts = _Prompts()
-    reqs, _ = timed_requests(wl, None)
-    order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival_time, i))
-    prompts.plan([reqs[i] for i in order])
+    prompts.plan([e[1] for e in log.events if e[0] == "route"])   # the run's requests, in its order
     views = list(next(e for e in log.events if e[0] == "route")[4])
     blocks, prefix = iter(log.blocks), iter(log.prefix)
     ctx = RouterContext(0.0, views, lambda i, req: next(blocks), prompts.token_ids, prompts.text,
@@ -146,6 +151,18 @@ def _replay(name: str, wl, replicas: int, log: _Log, clock_cost: float, groups: 
     else:
         ctx.cached_prefix = lambda req: next(prefix)
     spent = dict.fromkeys(CALLS, 0.0)
+    if workload_part:
+        spent["workload"] = 0.0
+        for k in ("_own", "_own_text"):
+            f = getattr(prompts, k)
+
+            def timed(*a, _f=f):
+                t0 = time.perf_counter()
+                try:
+                    return _f(*a)
+                finally:
+                    spent["workload"] += time.perf_counter() - t0
+            setattr(prompts, k, timed)
     picks = []
     clock = time.thread_time
     route, dispatched, released, prefill_done = (getattr(router, k) for k in CALLS)
@@ -206,7 +223,7 @@ def bench_router_alone(routers, replicas: int, n: int, wl, cost, clock_cost: flo
             continue
         gc.collect()
         with fewer_gc_passes():   # as the run has them: the log's heap would otherwise be walked again and again
-            spent, picks = _replay(name, wl, replicas, log, clock_cost, groups)
+            spent, picks = _replay(name, replicas, log, clock_cost, groups)
         del log
         if picks != run_picks:
             print(f"{name:>16}: the replay's picks differ from the run's ({sum(a != b for a, b in zip(picks, run_picks))}"
@@ -214,8 +231,15 @@ def bench_router_alone(routers, replicas: int, n: int, wl, cost, clock_cost: flo
             continue
         per = {k: 1e6 * v / n for k, v in spent.items()}
         per["decision"] = sum(per[k] for k in CALLS)
+        # a second replay, the prompt's own ids and text timed inside it: the workload's part
+        log, _ = _record(name, wl, replicas, cost)
+        gc.collect()
+        with fewer_gc_passes():
+            timed, _ = _replay(name, replicas, log, clock_cost, groups, workload_part=True)
+        del log
+        per["workload"] = 1e6 * timed["workload"] / n
         print(f"{name:>16}: route {per['route']:6.1f} + dispatched {per['dispatched']:5.1f} + released/prefill_done "
-              f"{per['released'] + per['prefill_done']:5.1f} = {per['decision']:6.1f} CPU µs a request "
-              f"(picks equal to the run's; {load()})", flush=True)
+              f"{per['released'] + per['prefill_done']:5.1f} = {per['decision']:6.1f} CPU µs a request, of it "
+              f"{per['workload']:4.1f} the workload's part (picks equal to the run's; {load()})", flush=True)
         out[name] = per
     return out

@@ -79,6 +79,8 @@ class KvCost(ActivePieces, Router):
         self.credit = float(c["overlap_score_credit"])
         self.temperature = float(c["router_temperature"])
         self.req_weight = float(c["active_request_weight"])
+        # route's formula with nothing but the counts: the lowest cost can be found without costing all (_lowest)
+        self.plain = self.temperature == 0.0 and self.scale == 1.0 and not self.req_weight
         self.rcs = [dict() for _ in range(self.n)]   # per replica: block hash -> active requests holding it
         # the same per replica as arrays, for a decision computed over every replica at once:
         self.ptok = [0] * self.n      # prefill tokens not yet done
@@ -169,14 +171,21 @@ class KvCost(ActivePieces, Router):
             held = self.held.get(segs.first_key(), 0) if nh else 0
             if held:
                 present = self._present_pieces
+                # a replica using every whole piece and no own chain with this one's first hash
+                # holds the shared part alone (most holders): no call to _present_pieces
+                keys = [pc[-1] for pc in segs.pieces] if segs.part is None else None
+                t1 = segs.first_tail()
+                fulls, tails = self.full, self.tails
                 while held:
                     low = held & -held
                     i = low.bit_length() - 1
                     held ^= low
-                    less[i] = present(i, segs)
+                    if keys is not None and all(map(fulls[i].get, keys)) and (t1 is None or t1 not in tails[i]):
+                        less[i] = segs.shared
+                    else:
+                        less[i] = present(i, segs)
             self._pending = (request.id, bs, segs, cached, isl)
-            if not ctx.record_scores and self.temperature == 0.0 and self.scale == 1.0 and not self.req_weight \
-                    and self.key_bound + isl + bs * nh < 1 << 45:
+            if self.plain and not ctx.record_scores and self.key_bound + isl + bs * nh < 1 << 45:
                 return self._lowest(cached, some, less, isl, bs, nh)
             overlap = np.array(cached, dtype=np.float64)
             x = (np.array(self.ptok, dtype=np.int64) + isl) / bs

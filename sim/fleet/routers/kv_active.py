@@ -145,53 +145,60 @@ class ActivePieces:
         if segs.part is not None:
             nb += self._use_part(r, segs, step)
         if segs.ntail:
-            nb += self._use_tail(r, segs, step, bit)
+            # most own chains are the only one with their first hash on the replica: its first
+            # use or its last, done here; a group of two or more, in _use_tail
+            t1 = segs.own.first()
+            tails = self.tails[r]
+            group = tails.get(t1)
+            if group is None and step > 0:
+                tails[t1] = [segs]
+                nb += segs.ntail
+                held, own = self.held, self.own_firsts
+                held[t1] = held.get(t1, 0) | bit
+                own[t1] = own.get(t1, 0) + 1
+            elif step < 0 and len(group) == 1 and group[0] is segs:
+                del tails[t1]
+                nb -= segs.ntail
+                self._mark(t1, bit, False)
+                own = self.own_firsts
+                c = own[t1] - 1
+                if c:
+                    own[t1] = c
+                else:
+                    del own[t1]
+            else:
+                nb += self._use_tail(r, segs, step)
         self.nblocks[r] += nb
         self._rekey(r)
 
-    def _use_tail(self, r: int, segs, step: int, bit: int) -> int:
-        """_use for segs' own hashes: how many more of them are active on replica r."""
+    def _use_tail(self, r: int, segs, step: int) -> int:
+        """_use for segs' own hashes when other own chains on replica r have the same first hash
+        (a group of two or more before or after: its hashes counted, _counts): how many more of
+        them are active there. The first hash stays active there either way."""
         t1 = segs.first_tail()
-        tails = self.tails[r]
-        group = tails.get(t1)
-        if group is None:   # (step 1) the first chain there with this first hash
-            tails[t1] = [segs]
-            before, after = 0, segs.ntail
-        elif step < 0 and len(group) == 1 and group[0] is segs:   # the last one goes
-            del tails[t1]
-            before, after = segs.ntail, 0
-        else:   # a group of two or more before or after: its hashes counted (_counts)
-            counts = self._counts(r, t1, group) if len(group) > 1 else None
-            before = len(counts) if counts is not None else group[0].ntail
-            if step > 0:
-                if counts is None:
-                    counts = self._counts(r, t1, group + [segs])
-                else:
-                    for h in segs.tail():
-                        counts[h] = counts.get(h, 0) + 1
-                group.append(segs)
+        group = self.tails[r][t1]
+        counts = self._counts(r, t1, group) if len(group) > 1 else None
+        before = len(counts) if counts is not None else group[0].ntail
+        if step > 0:
+            if counts is None:
+                counts = self._counts(r, t1, group + [segs])
             else:
-                del group[next(i for i, g in enumerate(group) if g is segs)]
-                if counts is not None:
-                    for h in segs.tail():
-                        c = counts[h] - 1
-                        if c:
-                            counts[h] = c
-                        else:
-                            del counts[h]
-                if not group:
-                    del tails[t1]
-            after = len(counts) if counts is not None and group else 0
-            if len(group) <= 1:   # one chain left, or none: its own count serves (no counts kept)
-                self.tail_counts[r].pop(t1, None)
-        if (before == 0) != (after == 0):
-            self._mark(t1, bit, bool(after))
+                for h in segs.tail():
+                    counts[h] = counts.get(h, 0) + 1
+            group.append(segs)
+        else:   # one of two or more goes: counts are kept
+            del group[next(i for i, g in enumerate(group) if g is segs)]
+            for h in segs.tail():
+                c = counts[h] - 1
+                if c:
+                    counts[h] = c
+                else:
+                    del counts[h]
+        after = len(counts)
+        if len(group) <= 1:   # one chain left: its own count serves (no counts kept)
+            self.tail_counts[r].pop(t1, None)
         own = self.own_firsts
-        c = own.get(t1, 0) + step
-        if c:
-            own[t1] = c
-        else:
-            del own[t1]
+        own[t1] += step
         return after - before
 
     # -- keys: ptok + block size x nblocks per replica, the order of the costs of the replicas
