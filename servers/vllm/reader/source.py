@@ -4,8 +4,9 @@
   (several members, as `cat a.gz b.gz` makes, are read one after the other);
 - decompression is bounded: at most max_text bytes of text come out (a 64 MB upload can unzip
   to 64 GB), and never more than a few MiB at a time;
-- a line longer than max_line stops the reading (no recorder line is), so one endless line
-  cannot fill the memory;
+- a line longer than max_line (no recorder line is) is skipped without being kept whole, so
+  one endless line cannot fill the memory, and the lines after it are read (the text's cap
+  bounds how long an endless one is read for);
 - progress(done, total) is told the bytes of the file consumed (compressed bytes for gzip, so
   the fraction is known before the text's length is), about every MiB.
 
@@ -153,22 +154,35 @@ def _up_to_damage(d, data: bytes, piece: int = 1 << 12) -> bytes:
     return b"".join(out)
 
 
-def lines_of(text: Iterator[bytes], max_line: int,
-             first_max: int | None = None) -> Iterator[tuple[list[bytes], bytes | None, Stop | None]]:
+def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
+             skipped: list | None = None) -> Iterator[tuple[list[bytes], bytes | None, Stop | None]]:
     """Batches of complete lines (without their newline); the last item carries the tail (text
-    after the last newline, or None) or a Stop for a line over max_line (the first line: over
-    first_max, when given)."""
+    after the last newline, or None) or a Stop for a first line over first_max (when given).
+    A later line over max_line is left out, and counted in skipped[0] (when given)."""
     carry: list[bytes] = []
     carried = 0
     limit = first_max or max_line
+    skipping = False   # inside an over-long line: its bytes are dropped up to its newline
+
+    def skip() -> None:
+        if skipped is not None:
+            skipped[0] += 1
     for chunk in text:
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            chunk, skipping = chunk[nl + 1:], False
         cut = chunk.rfind(b"\n")
         if cut < 0:
             carry.append(chunk)
             carried += len(chunk)
             if carried >= limit:
-                yield [], None, _long(limit, b"".join(carry)[:256] if limit != max_line else b"")
-                return
+                if limit != max_line:   # the first line: not a recording's header
+                    yield [], None, _long(limit, b"".join(carry)[:256])
+                    return
+                skip()
+                carry, carried, skipping = [], 0, True
             continue
         head = chunk[:cut]
         if carry:
@@ -185,17 +199,20 @@ def lines_of(text: Iterator[bytes], max_line: int,
             return
         limit = max_line
         if len(head) >= max_line and any(len(x) >= max_line for x in batch):
-            j = next(j for j, x in enumerate(batch) if len(x) >= max_line)
-            yield batch[:j], None, _long(max_line, b"")
-            return
+            for _ in range(sum(len(x) >= max_line for x in batch)):
+                skip()
+            batch = [x for x in batch if len(x) < max_line]
         rest = chunk[cut + 1:]
         if rest:
             carry, carried = [rest], len(rest)
         yield batch, None, None
     tail = b"".join(carry) if carry else None
     if tail is not None and len(tail) >= limit:
-        yield [], None, _long(limit, tail[:256] if limit != max_line else b"")
-        return
+        if limit != max_line:
+            yield [], None, _long(limit, tail[:256])
+            return
+        skip()
+        tail = None
     yield [], tail, None
 
 
@@ -240,7 +257,12 @@ def read_ahead(items: Iterator, depth: int = 4) -> Iterator:
 
 
 def _long(limit: int, head: bytes) -> Stop:
-    """An over-long line; head: the first line's start (a first line over first_max)."""
-    if head:
-        return Stop("first line too long", head=head)
-    return Stop(f"a line is over {limit >> 20} MiB (no recorder line is): reading stopped there")
+    """A first line over first_max; head: its start (to tell binary from text)."""
+    return Stop("first line too long", head=head)
+
+
+def long_lines_skipped(count: int, max_line: int) -> str:
+    """The warning for over-long lines left out."""
+    if count == 1:
+        return f"a line is over {max_line >> 20} MiB (no recorder line is): it was skipped"
+    return f"{count:,} lines are over {max_line >> 20} MiB (no recorder line is): they were skipped"

@@ -23,7 +23,7 @@ from sim.limits import shown
 from .gcpause import no_gc
 from .lines import LINE_KINDS, check_header, clean_add, clean_finish, clean_step, not_a_recording
 from .replay import TraceBuilder
-from .source import Unzip, lines_of, open_source, raw_chunks, read_ahead
+from .source import Unzip, lines_of, long_lines_skipped, open_source, raw_chunks, read_ahead
 from .steps import StepStore
 
 MAX_WARNINGS = 30
@@ -287,7 +287,8 @@ def read_all(source, *, progress=None, name: str | None = None, max_text: int = 
         done[0] = d
 
     stop = tail = None
-    batches = read_ahead(lines_of(unzip.text(raw_chunks(f, total, told)), max_line, header_max))
+    skipped = [0]   # lines over max_line, left out
+    batches = read_ahead(lines_of(unzip.text(raw_chunks(f, total, told)), max_line, header_max, skipped))
     shown = 0
     try:
         with no_gc():
@@ -316,6 +317,8 @@ def read_all(source, *, progress=None, name: str | None = None, max_text: int = 
                          f"the first line is over {header_max >> 10} KiB: not a recording's header")
     if stop is not None:
         rec.warn(stop.reason)
+    if skipped[0]:
+        rec.warn(long_lines_skipped(skipped[0], max_line))
     if unzip.stop is not None:
         if rec is None:
             if unzip.stop.damaged:

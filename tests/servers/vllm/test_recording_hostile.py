@@ -106,3 +106,23 @@ def test_one_step_number_far_ahead_is_skipped_not_every_line_after_it():
     rec = read_recording(text(rs))
     assert len(rec.steps) == 148
     assert any("a step line's number is far past the step before it" in w for w in rec.warnings)
+
+
+@pytest.mark.parametrize("where", ["middle", "last", "chunks"])
+def test_a_line_over_the_cap_is_skipped_and_the_lines_after_it_are_read(monkeypatch, where):
+    """A line over the line cap (no recorder line is: damaged data) stopped the reading there and
+    lost every step after it. It is skipped, with one sentence, and the rest is read, whether the
+    line comes in one read or in many (gzip hands the text over in pieces)."""
+    monkeypatch.setattr("servers.vllm.recording.MAX_LINE_BYTES", 1 << 20)
+    rs = rows()
+    whole = read_recording(text(rs))
+    lines = text(rs).split(b"\n")
+    junk = b'{"kind": "step", "x": "' + b"9" * (3 << 20) + b'"}'
+    at = len(lines) - 1 if where == "last" else len(lines) // 2
+    lines.insert(at, junk)
+    data = b"\n".join(lines)
+    if where == "chunks":
+        data = gzip.compress(data, compresslevel=1)
+    rec = read_recording(data)
+    said = [w for w in rec.warnings if "a line is over 1 MiB (no recorder line is): it was skipped" in w]
+    assert len(said) == 1 and len(rec.steps) == len(whole.steps) and decisions(rec)["equal"]
