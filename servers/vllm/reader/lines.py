@@ -31,9 +31,20 @@ MAX_TIME_MS = MAX_ARRIVAL_TIME
 
 
 def as_int(v) -> int:
+    """A whole number in range (3.0 is 3; 3.5 is damaged, not 3)."""
     x = int(v)
     if not -INT_MAX <= x <= INT_MAX:
         raise ValueError("a number out of range")
+    if isinstance(v, float) and x != v:
+        raise ValueError("not a whole number")
+    return x
+
+
+def as_count(v) -> int:
+    """A count, an index or a block id: a whole number, 0 or more (a recorder writes no other)."""
+    x = as_int(v)
+    if x < 0:
+        raise ValueError("a negative count")
     return x
 
 
@@ -57,16 +68,17 @@ def as_time(v):
 
 
 def as_ints(v):
-    """A list of ints in range, as an array('q') (the recorder's lists: converted in C, in one go)."""
+    """A list of counts (indices, block ids: whole, 0 to 2**53), as an array('q') (the
+    recorder's lists: converted in C, in one go)."""
     if not isinstance(v, list):
         raise TypeError("not a list")
     try:
         out = array("q", v)   # plain ints (and bools) only: anything else takes the slow path
     except (TypeError, OverflowError):
         out = None
-    if out is not None and (not out or (-INT_MAX <= min(out) and max(out) <= INT_MAX)):
+    if out is not None and (not out or (0 <= min(out) and max(out) <= INT_MAX)):
         return out
-    return array("q", [as_int(x) for x in v])
+    return array("q", [as_count(x) for x in v])
 
 
 def sched_entries(v) -> tuple[list, array]:
@@ -77,9 +89,9 @@ def sched_entries(v) -> tuple[list, array]:
     except (TypeError, OverflowError):
         flat = None
     if flat is not None and len(flat) == 3 * len(v) and all(len(e) == 3 for e in v) and \
-            (not flat or (-INT_MAX <= min(flat) and max(flat) <= INT_MAX)):
+            (not flat or (0 <= min(flat) and max(flat) <= INT_MAX)):
         return list(zip(flat[0::3], flat[1::3], flat[2::3])), flat
-    out = [(as_int(i), as_int(n), as_int(cb)) for i, n, cb in v]
+    out = [(as_count(i), as_count(n), as_count(cb)) for i, n, cb in v]
     return out, array("q", chain.from_iterable(out))
 
 
@@ -101,13 +113,13 @@ def clean_step(obj: dict) -> dict:
     for k in ("running", "waiting"):
         if k in obj:
             obj[k] = as_ints(obj[k] or [])
-    obj["fin"] = [(as_int(i), str(why)) for i, why in obj.get("fin") or ()]
-    obj["blocks"] = [(as_int(i), as_ints(ids)) for i, ids in obj.get("blocks") or ()]
+    obj["fin"] = [(as_count(i), str(why)) for i, why in obj.get("fin") or ()]
+    obj["blocks"] = [(as_count(i), as_ints(ids)) for i, ids in obj.get("blocks") or ()]
     t = list(obj.get("t") or [])[:4]
     obj["t"] = [as_time(x) for x in t + [None] * (4 - len(t))]
     for k in ("free", "free_sched", "cached_free", "waiting_n"):
         if obj.get(k) is not None:
-            obj[k] = as_int(obj[k])
+            obj[k] = as_count(obj[k])
         else:
             obj.pop(k, None)   # null is "not recorded", as a missing key
     return obj
@@ -133,7 +145,7 @@ def _fast(obj: dict) -> bool:
         # 3 ints an entry (the total says it for one entry, the lengths' set for more), in range
         # (min / max of the list: of an array they make an int of each value)
         if len(flat) != 3 * n or (n > 1 and len(set(map(len, sched))) != 1) or \
-                min(flat) < -INT_MAX or max(flat) > INT_MAX:
+                min(flat) < 0 or max(flat) > INT_MAX:
             return False
         flat = array("q", flat)
     else:
@@ -141,6 +153,8 @@ def _fast(obj: dict) -> bool:
     sampled = g("sampled")
     if type(sampled) is list:
         sampled = array("q", sampled)
+        if sampled and min(sampled) < 0:
+            return False
     elif sampled is None:
         sampled = array("q")
     else:
@@ -148,6 +162,8 @@ def _fast(obj: dict) -> bool:
     pre = g("pre")
     if type(pre) is list:
         pre = array("q", pre) if pre else array("q")
+        if pre and min(pre) < 0:
+            return False
     elif pre is None:
         pre = array("q")
     else:
@@ -156,6 +172,8 @@ def _fast(obj: dict) -> bool:
     if running is not _ABSENT:
         if type(running) is list:
             running = array("q", running)
+            if running and min(running) < 0:
+                return False
         elif running is None:
             running = array("q")
         else:
@@ -164,6 +182,8 @@ def _fast(obj: dict) -> bool:
     if waiting is not _ABSENT:
         if type(waiting) is list:
             waiting = array("q", waiting)
+            if waiting and min(waiting) < 0:
+                return False
         elif waiting is None:
             waiting = array("q")
         else:
@@ -171,15 +191,16 @@ def _fast(obj: dict) -> bool:
     fin = g("fin")
     if fin:
         fin = [(i, str(why)) for i, why in fin]
-        array("q", [i for i, _ in fin])   # plain ints
+        if min(array("q", [i for i, _ in fin])) < 0:   # plain ints, none negative
+            return False
     else:
         fin = []
     blocks = g("blocks")
     if blocks:
         bl = [(i, array("q", ids)) for i, ids in blocks if type(ids) is list]
-        if len(bl) != len(blocks):
+        if len(bl) != len(blocks) or min(array("q", [i for i, _ in bl])) < 0 or \
+                any(ids and min(ids) < 0 for _, ids in bl):
             return False
-        array("q", [i for i, _ in bl])
     else:
         bl = []
     t = g("t")
@@ -193,25 +214,25 @@ def _fast(obj: dict) -> bool:
     if v is None:
         if "free" in obj:
             del obj["free"]   # null is "not recorded", as a missing key
-    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+    elif type(v) is not int or not 0 <= v <= INT_MAX:
         return False
     v = g("free_sched")
     if v is None:
         if "free_sched" in obj:
             del obj["free_sched"]
-    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+    elif type(v) is not int or not 0 <= v <= INT_MAX:
         return False
     v = g("cached_free")
     if v is None:
         if "cached_free" in obj:
             del obj["cached_free"]
-    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+    elif type(v) is not int or not 0 <= v <= INT_MAX:
         return False
     v = g("waiting_n")
     if v is None:
         if "waiting_n" in obj:
             del obj["waiting_n"]
-    elif type(v) is not int or not -INT_MAX <= v <= INT_MAX:
+    elif type(v) is not int or not 0 <= v <= INT_MAX:
         return False
     obj["sched"] = obj["sched_flat"] = flat   # tuples only when asked for (steps.py)
     obj["sampled"] = sampled
@@ -227,8 +248,8 @@ def _fast(obj: dict) -> bool:
 
 def clean_add(obj: dict) -> dict:
     """An add line checked; its prompt ids held as an array('q') (8 bytes a token, not a list's 36)."""
-    obj.update(i=as_int(obj["i"]), id=str(obj["id"]), prompt_len=as_int(obj["prompt_len"]),
-               max_tokens=as_int(obj["max_tokens"]), priority=as_int(obj.get("priority") or 0),
+    obj.update(i=as_count(obj["i"]), id=str(obj["id"]), prompt_len=as_count(obj["prompt_len"]),
+               max_tokens=as_count(obj["max_tokens"]), priority=as_int(obj.get("priority") or 0),
                before_step=as_int(obj.get("before_step") or 1), added=as_time(obj.get("added")),
                arrival=as_num(obj.get("arrival")))
     if obj.get("prompt") is not None:   # token ids: plain 64-bit ints (they are never a float column)
@@ -242,13 +263,11 @@ def clean_add(obj: dict) -> dict:
         obj["hashes"] = [str(h) for h in obj["hashes"]]
         for h in obj["hashes"]:
             int(h, 16)
-    if obj["prompt_len"] < 0 or obj["max_tokens"] < 0:
-        raise ValueError("negative length")
     return obj
 
 
 def clean_finish(obj: dict) -> dict:
-    obj.update(i=as_int(obj["i"]), reason=str(obj.get("reason")), t=as_time(obj.get("t")),
+    obj.update(i=as_count(obj["i"]), reason=str(obj.get("reason")), t=as_time(obj.get("t")),
                after_step=as_int(obj.get("after_step") or 0))
     return obj
 

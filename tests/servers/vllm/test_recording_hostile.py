@@ -126,3 +126,43 @@ def test_a_line_over_the_cap_is_skipped_and_the_lines_after_it_are_read(monkeypa
     rec = read_recording(data)
     said = [w for w in rec.warnings if "a line is over 1 MiB (no recorder line is): it was skipped" in w]
     assert len(said) == 1 and len(rec.steps) == len(whole.steps) and decisions(rec)["equal"]
+
+
+def _step4(rs: list[dict]) -> dict:
+    return [r for r in rs if r["kind"] == "step"][3]
+
+
+@pytest.mark.parametrize("damage,kind", [
+    (lambda rs: _step4(rs)["sched"][0].__setitem__(1, 3.5), "step"),       # tokens scheduled
+    (lambda rs: _step4(rs)["sched"][0].__setitem__(1, -2), "step"),
+    (lambda rs: _step4(rs)["sched"][0].__setitem__(2, -5), "step"),        # computed before
+    (lambda rs: _step4(rs)["sched"][0].__setitem__(0, 0.5), "step"),       # a request's index
+    (lambda rs: _step4(rs).__setitem__("free", 2.5), "step"),
+    (lambda rs: _step4(rs).__setitem__("waiting_n", -1), "step"),
+    (lambda rs: _step4(rs)["blocks"][0][1].__setitem__(0, -1), "step"),
+    (lambda rs: _step4(rs)["sampled"].__setitem__(0, 1.5), "step"),
+    (lambda rs: next(r for r in rs if r["kind"] == "add").__setitem__("max_tokens", 2.5), "add"),
+    (lambda rs: next(r for r in rs if r["kind"] == "add").__setitem__("priority", 1.5), "add"),
+], ids=["tokens 3.5", "tokens -2", "computed -5", "index 0.5", "free 2.5", "waiting -1", "block -1",
+        "sampled 1.5", "max_tokens 2.5", "priority 1.5"])
+def test_a_count_no_recorder_writes_makes_its_line_damaged(damage, kind):
+    """A fractional or negative count, index or block id (a recorder writes whole numbers, 0 or
+    more) was taken as it came (3.5 tokens as 3, -2 tokens as -2) and the verdict said the
+    scheduler differed, with no word why. The line is damaged now: skipped, in one sentence."""
+    rs = rows()
+    damage(rs)
+    rec = read_recording(text(rs))
+    said = [w for w in rec.warnings if "damaged or of another format: skipped" in w]
+    assert len(said) == 1 and f"'{kind}' line" in said[0]
+    assert len(rec.steps) == 149 - (kind == "step")
+    decisions(rec)   # the verdict is made of what was read
+
+
+def test_a_whole_float_is_still_a_count():
+    """3.0 is 3 (a hand-edited or re-serialised file may write whole numbers as floats)."""
+    rs = rows()
+    step = _step4(rs)
+    step["sched"] = [[float(x) for x in e] for e in step["sched"]]
+    step["free"] = float(step["free"])
+    rec = read_recording(text(rs))
+    assert not rec.warnings and len(rec.steps) == 149 and decisions(rec)["equal"]
