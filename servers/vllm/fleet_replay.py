@@ -27,6 +27,9 @@ def recorded_replicas(real: RealFleet, with_costs: bool = False) -> list[Recorde
             reqs.append(dataclasses.replace(r, arrival_time=r.arrival_time if a is None else a, arrival_step=0))
         cost = None
         if with_costs:
+            unruled = (rep.decisions or {}).get("not_simulated")
+            if unruled:   # no rules for its vLLM, or no pool and batch sizes: nothing to simulate it with
+                raise ValueError(f"{rep.name}: {unruled}, so timing simulated cannot run (timing recorded can)")
             try:
                 cost = fit_cost(rep.recording)
             except ValueError as e:

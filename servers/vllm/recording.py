@@ -146,12 +146,23 @@ def _prompt_ids(a: dict, block_size: int):
     return tuple(ids)
 
 
+# the settings a re-simulation cannot guess: without them its verdict would say nothing true
+SIZING_KEYS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens")
+
+
 def mode_config(rec: Recording) -> dict:
     """The simulator settings a recording's header picks: `vllm_version` (the rules of the vLLM
     that ran, sim/versions.py) and `async_scheduling` (the scheduler's class). ValueError with one
-    sentence for a vLLM the simulator has no rules for; a header without a version (a recorder
-    that could not read it) keeps the newest rules."""
+    sentence for a vLLM the simulator has no rules for, or a header without the pool's and the
+    batch's sizes (SIZING_KEYS); a header without a version (a recorder that could not read it)
+    keeps the newest rules (check_header says so)."""
     out = {}
+    cfg = rec.config
+    lacking = [k for k in SIZING_KEYS if cfg.get(k) is None]
+    if lacking:
+        what = ("has no scheduler settings" if len(lacking) == len(SIZING_KEYS)
+                else f"does not give {', '.join(lacking)}")
+        raise ValueError(f"the recording's header {what}: it can be played back but not re-simulated")
     v = rec.header.get("vllm")
     if v not in (None, "", "unknown"):
         try:

@@ -264,7 +264,7 @@ def _cmd_recordings(args, io) -> int:
         for rep in out["replicas"]:
             d = rep.get("decisions") or {}
             verdict = ("the same decisions at every step" if d.get("equal")
-                       else "not re-simulated (no rules for its vLLM)" if d.get("not_simulated")
+                       else "not re-simulated (its warnings say why)" if d.get("not_simulated")
                        else f"decisions part at step {(d.get('first_difference') or {}).get('step')}")
             print(f"{rep['name']}: {rep.get('requests')} requests, {rep.get('steps')} steps; simulator: {verdict}")
         _text_summary(out)

@@ -12,7 +12,7 @@ from itertools import chain
 
 from sim import versions
 from sim.inputs import check_config
-from sim.limits import MAX_ARRIVAL_TIME
+from sim.limits import MAX_ARRIVAL_TIME, shown
 
 from ..format import CHECKED_WITH, FORMAT, VERSION
 
@@ -298,16 +298,20 @@ def check_header(obj, raw: bytes, warn) -> dict:
     if not isinstance(v, int) or v > VERSION:
         warn(f"recorded by a newer recorder (format version {v}; this reader knows {VERSION}): "
              "fields it does not know are ignored")
-    if str(obj.get("vllm")).split("+")[0] not in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside
+    named = obj.get("vllm")
+    if named in (None, "", "unknown"):   # a recorder that could not read the version (mode_config keeps the newest rules)
+        warn(f"the header does not say which vLLM ran: what the recorder read is unchecked, and it is "
+             f"re-simulated with vLLM {versions.NEWEST}'s rules")
+    elif str(named).split("+")[0] not in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside
         try:   # the simulator's rules follow the header's version (mode_config); the recorder's reads do not
-            ruled = f"re-simulated with vLLM {versions.normalize(str(obj.get('vllm')))}'s rules"
+            ruled = f"re-simulated with vLLM {versions.normalize(str(named))}'s rules"
         except ValueError:
             ruled = "the simulator has no rules for that version"
-        warn(f"recorded with vLLM {obj.get('vllm')}; the recorder was checked inside vLLM "
+        warn(f"recorded with vLLM {named if isinstance(named, str) and len(named) <= 40 else shown(named)}; "
+             f"the recorder was checked inside vLLM "
              f"{', '.join(CHECKED_WITH)}, so what it read of this version's scheduler is unchecked ({ruled})")
     if not isinstance(obj.get("config"), dict):
-        warn("the header has no scheduler settings: the recording cannot be re-simulated")
-        obj["config"] = {}
+        obj["config"] = {}   # (mode_config says it cannot be re-simulated)
     try:   # the settings the simulator takes from it: of the types and ranges an upload must have
         check_config({k: obj["config"][k] for k in CONFIG_KEYS if k in obj["config"]})
     except ValueError as e:

@@ -287,7 +287,27 @@ def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulat
     assert agreement(got) == agreement(want)
     with pytest.raises(ValueError) as e:
         replay(recorded_replicas(fleet, with_costs=True), s, timing="simulated")
-    assert "no rules for vLLM 0.99.0" in one_sentence(e)
+    msg = one_sentence(e)
+    assert "of vLLM 0.99.0" in msg and msg.endswith("so timing simulated cannot run (timing recorded can)")
+
+
+def test_a_fleet_replica_without_its_pool_size_is_replayed_as_recorded_only(tmp_path):
+    """A recording whose header lost num_gpu_blocks: timing simulated guessed the pool (the
+    defaults) and predicted from it; it is refused in one sentence, and timing recorded runs."""
+    from servers.vllm.fleet_replay import recorded_replicas
+    from sim.fleet import FleetSettings
+    from sim.fleet.recorded import replay
+    rows = lines(KIT_RECS[1])
+    del rows[0]["config"]["num_gpu_blocks"]
+    paths = [KIT_RECS[0], write(tmp_path / KIT_RECS[1].name.replace(".gz", ""), rows)]
+    fleet = read_fleet(paths)
+    assert fleet.replicas[0].decisions["equal"] and fleet.replicas[1].decisions["not_simulated"] == \
+        "the recording's header does not give num_gpu_blocks: it can be played back but not re-simulated"
+    s = FleetSettings(replicas=2, router="cache_aware", router_config={"granularity": "token"})
+    assert len(replay(recorded_replicas(fleet), s, timing="recorded").routes) == len(fleet.requests)
+    with pytest.raises(ValueError) as e:
+        replay(recorded_replicas(fleet, with_costs=True), s, timing="simulated")
+    assert "does not give num_gpu_blocks" in one_sentence(e)
 
 
 def test_the_same_recording_twice():

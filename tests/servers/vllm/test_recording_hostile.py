@@ -166,3 +166,32 @@ def test_a_whole_float_is_still_a_count():
     step["free"] = float(step["free"])
     rec = read_recording(text(rs))
     assert not rec.warnings and len(rec.steps) == 149 and decisions(rec)["equal"]
+
+
+@pytest.mark.parametrize("damage,said", [
+    (lambda h: h.__setitem__("config", None), "has no scheduler settings"),
+    (lambda h: h.__setitem__("config", {}), "has no scheduler settings"),
+    (lambda h: h["config"].pop("num_gpu_blocks"), "does not give num_gpu_blocks"),
+    (lambda h: h["config"].__setitem__("block_size", None), "does not give block_size"),
+], ids=["settings null", "settings empty", "no pool size", "block size null"])
+def test_a_header_without_the_pool_and_batch_sizes_is_played_back_not_re_simulated(damage, said):
+    """The re-simulation guessed the sizes a header left out (defaults, or a ValueError from the
+    defaults' pool) and its verdict said the scheduler differed; a header that said it had no
+    settings was re-simulated anyway. Now: played back, with the reason, and no verdict."""
+    from servers.vllm.recording import mode_config
+    rs = rows()
+    damage(rs[0])
+    rec = read_recording(text(rs))
+    assert len(rec.steps) == 149 and len(to_trace(rec).steps) == 149
+    with pytest.raises(ValueError) as e:
+        mode_config(rec)
+    assert str(e.value) == f"the recording's header {said}: it can be played back but not re-simulated"
+
+
+def test_a_header_without_a_version_says_which_rules_re_simulate_it():
+    rs = rows()
+    del rs[0]["vllm"]
+    rec = read_recording(text(rs))
+    assert rec.warnings == ["the header does not say which vLLM ran: what the recorder read is unchecked, and it is "
+                            "re-simulated with vLLM 0.34's rules"]
+    assert decisions(rec)["simulated_as"]["vllm_version"] == "0.34"
