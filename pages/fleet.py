@@ -23,7 +23,7 @@ from figures.fleet import (busiest_time, explain_decision, first_of_reason, flee
 from figures.playback import inspector_tables, kv_map_figure
 from sim.cost import COST_PRESETS
 from sim.fleet.export import fleet_chrome_trace_bytes, routes_csv
-from sim.fleet.metrics import group_placement, prefix_groups
+from sim.fleet.metrics import group_placement, prefix_groups, unused_replicas
 from sim.fleet.recorded import TIMINGS
 from sim.limits import load_json
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, SchedulerConfig
@@ -433,6 +433,9 @@ def simulated_fleet() -> None:
                     else f"async scheduling on {n_async} of them")
             st.caption(f"Fleet A: {len(workload.requests):,} requests on {fs.replicas} replicas ({mode}), simulated "
                        f"in {secs:,.1f} s (cached after).")
+        unused = unused_replicas(fleet)
+        if unused:
+            st.info(f"Fleet {s.upper()}: {inert(unused)}.", icon=":material/info:")
     if "a" not in fleets:
         primer.stop()
     if ss["keep_fleet_ab"] and "b" not in fleets:

@@ -335,6 +335,9 @@ def test_a_replica_the_router_sent_nothing_draws_empty_lanes():
             and all(c == "idle" for row in t["customdata"] for c in row)]
     assert lanes["layout"]["meta"]["replicas"] == 12 and idle   # some replica got nothing, and shows it
     assert len(routes(at)) > 0
+    said = [i.value for i in at.info if "were sent no request" in i.value]   # and the page says how many, and why
+    assert len(said) == 1 and re.fullmatch(r"Fleet A: \d+ of 12 replicas were sent no request \(consistent_hash keys on "
+                                           r"the tenant, and the requests have \d+ tenants\)\.", said[0]), said
 
 
 def test_markdown_in_a_link_or_an_upload_never_becomes_a_link():

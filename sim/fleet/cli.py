@@ -164,6 +164,7 @@ def cmd_fleet(args, sources: Sources) -> int:
 def _cmd_workload(args, sources: Sources) -> int:
     from ..cost import cost_from_preset
     from . import fleet_summary, simulate_fleet
+    from .metrics import unused_replicas
     s = _settings(args, args.replicas, args.router or "round_robin")
     wl = sources.load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
     overrides = sources.config_overrides(args.config, wl)
@@ -187,6 +188,9 @@ def _cmd_workload(args, sources: Sources) -> int:
         raise SystemExit(str(e))
     _write_outputs(fleet, args)
     out = fleet_summary(fleet, slo=slo)
+    out["warnings"] = [w for w in (unused_replicas(fleet),) if w]
+    for w in out["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     out["settings"] = fleet.meta["settings"]
     out["router_config"] = fleet.meta["router_defaults"]
     out["routes"] = [{"id": i, "replica": int(r)} for i, r in zip(fleet.routes["request"], fleet.routes["replica"])]

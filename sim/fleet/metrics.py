@@ -159,6 +159,24 @@ def fleet_summary(fleet, slo=None, fairness: bool = True) -> dict:
     return {"metrics": row, "per_replica": per}
 
 
+def unused_replicas(fleet) -> str | None:
+    """A sentence when the router sent some replicas no request though there were enough to go
+    round (a hash on one key sends every request to one replica), else None."""
+    n = fleet.num_replicas
+    routed = fleet.routes["replica"].to_numpy()
+    idle = n - len(np.unique(routed))
+    if not idle or len(routed) < n:
+        return None
+    said = f"{idle:,} of {n:,} replicas were sent no request"
+    settings = fleet.meta.get("settings") or {}
+    config = fleet.meta.get("router_defaults") or {}
+    if settings.get("router") == "consistent_hash" and config.get("key") == "tenant" and "tenant" in fleet.routes:
+        tenants = int(fleet.routes["tenant"].nunique(dropna=False))
+        said += (f" (consistent_hash keys on the tenant, and the requests have {tenants:,} "
+                 f"{'tenant' if tenants == 1 else 'tenants'})")
+    return said
+
+
 def group_placement(fleet, groups: pd.Series) -> pd.DataFrame:
     """Where each shared-prefix group's requests went: groups x replicas counts. `groups`
     maps request id -> group label."""

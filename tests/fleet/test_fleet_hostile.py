@@ -160,3 +160,32 @@ def test_idle_replicas_share_one_computed_row_equal_to_their_own():
             continue
         got = rows[idle[-1]][k]
         assert got == v or (isinstance(v, float) and m.isnan(v) and m.isnan(got)), k
+
+
+def test_replicas_sent_nothing_are_named_and_why_for_a_hash_on_one_tenant(tmp_path):
+    """consistent_hash keys on the tenant by default: a workload of one tenant (a public trace has
+    none) sent every request to one replica and said nothing; the fleet's numbers then read as a
+    fleet's. `sim fleet` now says how many replicas got nothing, and why, on stderr and in
+    --json's warnings; a key that spreads them (the request's id) says nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    from sim.fleet.metrics import unused_replicas
+    p = tmp_path / "w.json"
+    p.write_text(_workload(n=40, gap=20.0).dumps())
+    root = Path(__file__).resolve().parents[2]
+    got = {}
+    for cfg in ("{}", '{"key": "request"}'):
+        r = subprocess.run([sys.executable, "-m", "sim", "fleet", str(p), "--replicas", "4", "--router",
+                            "consistent_hash", "--router-config", cfg, "--json"], cwd=root, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[cfg] = (json.loads(r.stdout), r.stderr)
+    out, err = got["{}"]
+    want = "3 of 4 replicas were sent no request (consistent_hash keys on the tenant, and the requests have 1 tenant)"
+    assert out["warnings"] == [want] and f"warning: {want}" in err
+    assert len({x["replica"] for x in out["routes"]}) == 1
+    out, err = got['{"key": "request"}']
+    assert out["warnings"] == [] and "sent no request" not in err
+    few = simulate_fleet(_workload(n=3), FleetSettings(replicas=4), cost=MS)
+    assert unused_replicas(few) is None   # fewer requests than replicas: nothing to say
