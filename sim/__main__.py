@@ -184,8 +184,12 @@ def _progress(shown: bool, what: str = ""):
 
 def cmd_llamalog(args) -> int:
     from servers.llama_server import read_llama_log, summary
+    from servers.server_log.detect import detect
     progress = _progress(args.progress)
     try:
+        seen = detect(args.log)
+        if seen.binary and not seen.engine:   # (it read as a log of nothing, exit 0)
+            raise SystemExit(f"{args.log}: not a llama-server log: {seen.reason}")
         trace = read_llama_log(args.log, progress=progress)
     except OSError as e:
         raise SystemExit(f"cannot read {args.log}: {e}")

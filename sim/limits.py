@@ -89,6 +89,28 @@ def shown(v) -> str:
     return f"a {type(v).__name__}"
 
 
+# files people send in place of the one asked for: magic bytes at an offset -> what they are
+_ARCHIVES = ((0, b"PK\x03\x04", "a zip archive"), (0, b"PK\x05\x06", "an empty zip archive"),
+             (257, b"ustar", "a tar archive"), (0, b"BZh", "a bzip2 file"), (0, b"\xfd7zXZ\x00", "an xz file"),
+             (0, b"\x28\xb5\x2f\xfd", "a zstd file"), (0, b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+             (0, b"Rar!\x1a\x07", "a rar archive"))
+
+
+def archive_kind(head: bytes) -> str | None:
+    """What a file is when it is an archive or a compressed file read nowhere here (its first
+    512 bytes; gzip is read, so give the bytes after gunzip): "a zip archive", "a tar archive",
+    ..., else None."""
+    for at, magic, what in _ARCHIVES:
+        if head[at:at + len(magic)] == magic:
+            return what
+    return None
+
+
+def unpack_it(what: str) -> str:
+    """The words for an archive: what it is, and what to do instead."""
+    return f"it is {what} (unpack it and give the file inside)"
+
+
 def _depth(brackets: bytes) -> int:
     if not brackets:
         return 0

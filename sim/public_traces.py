@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from .limits import EXPECTED, FORMATS, FORMATS_HELP, UnknownFormat  # noqa: F401  (the formats, named once)
-from .limits import MAX_ARRIVAL_TIME, MAX_REQUESTS, MAX_TENANTS, MAX_TOKENS
+from .limits import MAX_ARRIVAL_TIME, MAX_REQUESTS, MAX_TENANTS, MAX_TOKENS, archive_kind, unpack_it
 from .workload import PROMPT_BLOCK_TOKENS, Request, Workload
 
 AZURE, BURSTGPT, MOONCAKE = "azure", "burstgpt", "mooncake"
@@ -140,6 +140,9 @@ def sniff(data: bytes) -> str | None:
 
 def not_a_known_format(data: bytes) -> str:
     """A plain one-line sentence for bytes that are neither a workload JSON nor a trace read here."""
+    kind = archive_kind(data[:512])
+    if kind is not None:
+        return f"{unpack_it(kind)}; expected {EXPECTED}"
     line = _first_line(data)
     try:
         line.decode("utf-8")

@@ -587,3 +587,51 @@ def test_a_recording_of_junk_stops_reading_and_says_so(monkeypatch, body, limit,
     rec = read_recording(gzip.compress(header + b"\n" + body, compresslevel=1))
     assert time.perf_counter() - t0 < 3
     assert any(words in w for w in rec.warnings), rec.warnings
+
+
+def _archives(inner: bytes) -> dict:
+    """`inner` (a file) inside the archives and compressors people send instead of it."""
+    import bz2
+    import io
+    import lzma
+    import tarfile
+    import zipfile
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w", compression=zipfile.ZIP_DEFLATED) as f:
+        f.writestr("rec.jsonl", inner)
+    t = io.BytesIO()
+    with tarfile.open(fileobj=t, mode="w:gz") as f:
+        info = tarfile.TarInfo("rec.jsonl")
+        info.size = len(inner)
+        f.addfile(info, io.BytesIO(inner))
+    return {"a zip archive": z.getvalue(), "a tar archive": t.getvalue(), "a bzip2 file": bz2.compress(inner),
+            "an xz file": lzma.compress(inner)}
+
+
+@pytest.mark.parametrize("kind", ["a zip archive", "a tar archive", "a bzip2 file", "an xz file"])
+def test_an_archive_is_named_and_the_user_told_to_unpack_it(kind, tmp_path, capsys):
+    """A zip or a .tar.gz of a recording, a workload or a log was "a binary file", or (a tar.gz,
+    whose header gunzips to text) a CSV whose columns were the tar header's bytes; `sim llamalog`
+    read it as a log of nothing and exited 0. Each reader now names the archive."""
+    from servers.server_log.detect import detect_text
+    from servers.vllm.recording import read_recording
+    want = f"it is {kind} (unpack it and give the file inside)"
+    rec = gzip.decompress(VLLM_SAMPLE.read_bytes())
+    data = _archives(rec)[kind]
+    with pytest.raises(ValueError) as e:
+        read_recording(data)
+    assert str(e.value) == f"this is not a vLLM step recording: {want}"
+    wl = _archives(scenarios.SCENARIOS[scenarios.DEFAULT_SCENARIO].workload().dumps().encode())[kind]
+    with pytest.raises(ValueError) as e:
+        parse_workload(wl)
+    assert str(e.value).startswith(f"{want}; expected a workload JSON")
+    log = _archives(b"srv  update_slots: all slots are idle\n" * 50)[kind]
+    if kind == "a tar archive":   # a tar's text is its files' own: it reads as the log it holds
+        assert detect_text(gzip.decompress(log)).engine == "llama-server"
+        return
+    assert detect_text(log).reason == want
+    p = tmp_path / "server.log"
+    p.write_bytes(log)
+    with pytest.raises(SystemExit) as e:
+        sim_main(["llamalog", str(p)])
+    assert str(e.value) == f"{p}: not a llama-server log: {want}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sim.limits import archive_kind, unpack_it
+
 from .text import HEAD_BYTES, read_head
 
 ENGINES = ("sglang", "vllm", "llama-server")
@@ -54,7 +56,8 @@ def detect_text(head: bytes) -> Verdict:
         if not head.strip():
             why = "the file is empty"
         elif binary:
-            why = "the file is binary, not a text log"
+            kind = archive_kind(head[:512])
+            why = unpack_it(kind) if kind else "the file is binary, not a text log"
         else:
             why = "none of their scheduler lines are in it"
         return Verdict("", counts, binary, why)

@@ -12,7 +12,7 @@ from itertools import chain
 
 from sim import versions
 from sim.inputs import check_config
-from sim.limits import MAX_ARRIVAL_TIME, shown
+from sim.limits import MAX_ARRIVAL_TIME, archive_kind, shown, unpack_it
 
 from ..format import CHECKED_WITH, FORMAT, VERSION
 
@@ -273,6 +273,10 @@ def clean_finish(obj: dict) -> dict:
 
 
 def not_a_recording(raw: bytes) -> str:
+    """Why these first bytes (the first line, up to 512) are no recording, in one sentence."""
+    kind = archive_kind(raw[:512])
+    if kind is not None:
+        return f"this is not a vLLM step recording: {unpack_it(kind)}"
     head = raw[:256]
     try:
         head.decode("utf-8")

@@ -179,7 +179,7 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
             carried += len(chunk)
             if carried >= limit:
                 if limit != max_line:   # the first line: not a recording's header
-                    yield [], None, _long(limit, b"".join(carry)[:256])
+                    yield [], None, _long(limit, b"".join(carry)[:512])
                     return
                 skip()
                 carry, carried, skipping = [], 0, True
@@ -194,7 +194,7 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
         except UnicodeDecodeError:
             batch = head.split(b"\n")
         if limit != max_line and len(batch[0]) >= limit:
-            first = batch[0][:256]
+            first = batch[0][:512]
             yield [], None, _long(limit, first.encode() if isinstance(first, str) else first)
             return
         limit = max_line
@@ -209,7 +209,7 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
     tail = b"".join(carry) if carry else None
     if tail is not None and len(tail) >= limit:
         if limit != max_line:
-            yield [], None, _long(limit, tail[:256])
+            yield [], None, _long(limit, tail[:512])
             return
         skip()
         tail = None

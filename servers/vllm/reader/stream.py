@@ -313,7 +313,8 @@ def read_all(source, *, progress=None, name: str | None = None, max_text: int = 
             f.close()
     rec = stream.recording
     if stop is not None and rec is None:
-        raise ValueError(not_a_recording(stop.head) if "binary" in not_a_recording(stop.head) else
+        said = not_a_recording(stop.head)   # binary, or an archive: said so; else the line's length
+        raise ValueError(said if "binary" in said or "unpack it" in said else
                          f"the first line is over {header_max >> 10} KiB: not a recording's header")
     if stop is not None:
         rec.warn(stop.reason)
