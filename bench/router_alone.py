@@ -121,7 +121,8 @@ def _record(name: str, wl, replicas: int, cost):
     return log, fleet.routes["replica"].tolist()
 
 
-def _replay(name: str, replicas: int, log: _Log, clock_cost: float, groups: dict, workload_part: bool = False) -> tuple:
+def _replay(name: str, replicas: int, log: _Log, clock_cost: float, groups: dict,
+            workload_part: bool = False) -> tuple:
     """Replay the log on a fresh router; (CPU seconds per call kind, picks). workload_part: also
     time (perf_counter, under "workload") the making of the request's own ids and of their text,
     which a real router is sent with the request (the wrappers add their own cost)."""

@@ -7,3 +7,5 @@ VERSION = 1
 # step: bench/vllm_oracle/check_recorder.py (1,752 recordings, sync and async), and the ones it
 # made in tests/fixtures/vllm_recorded; 0.32.0 in CI too (tests/servers/vllm/test_recorder_driven.py).
 CHECKED_WITH = ("0.32.0", "0.33.0", "0.34.0")
+# what a header's "vllm" holds when the recorder could not read the version (re-simulated with the newest rules)
+UNVERSIONED = (None, "", "unknown")

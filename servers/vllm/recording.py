@@ -35,6 +35,7 @@ from sim import versions
 from sim.trace import Trace
 from sim.workload import MIN_TOKEN_ID, VOCAB_SIZE, Request, Workload
 
+from .format import UNVERSIONED
 from .reader.lines import CONFIG_KEYS, LINE_KINDS, as_num
 from .reader.replay import PHASES, SOURCE, TraceBuilder
 from .reader.stream import Recording, RecordingRestarted, RecordingStream, read_all
@@ -164,7 +165,7 @@ def mode_config(rec: Recording) -> dict:
                 else f"does not give {', '.join(lacking)}")
         raise ValueError(f"the recording's header {what}: it can be played back but not re-simulated")
     v = rec.header.get("vllm")
-    if v not in (None, "", "unknown"):
+    if v not in UNVERSIONED:
         try:
             out["vllm_version"] = versions.normalize(str(v))
         except ValueError:

@@ -14,7 +14,7 @@ from sim import versions
 from sim.inputs import check_config
 from sim.limits import MAX_ARRIVAL_TIME, archive_kind, shown, unpack_it
 
-from ..format import CHECKED_WITH, FORMAT, VERSION
+from ..format import CHECKED_WITH, FORMAT, UNVERSIONED, VERSION
 
 # the header's settings that are the simulator's (SchedulerConfig) knobs, by the same names
 CONFIG_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "policy",
@@ -272,8 +272,9 @@ def clean_finish(obj: dict) -> dict:
     return obj
 
 
-def not_a_recording(raw: bytes) -> str:
-    """Why these first bytes (the first line, up to 512) are no recording, in one sentence."""
+def not_text(raw: bytes) -> str | None:
+    """The sentence for first bytes (the first line, up to 512) that are an archive or binary, not
+    text; None for text."""
     kind = archive_kind(raw[:512])
     if kind is not None:
         return f"this is not a vLLM step recording: {unpack_it(kind)}"
@@ -283,10 +284,13 @@ def not_a_recording(raw: bytes) -> str:
         text = b"\x00" not in head
     except UnicodeDecodeError as e:
         text = e.start >= len(head) - 3   # only a character cut at the end of the window
-    if not text:
-        return "this is a binary file, not a vLLM step recording (JSON lines)"
-    return ("this is not a vLLM step recording: its first line should be the recorder's JSON header "
-            f"(\"format\": \"{FORMAT}\")")
+    return None if text else "this is a binary file, not a vLLM step recording (JSON lines)"
+
+
+def not_a_recording(raw: bytes) -> str:
+    """Why these first bytes (the first line) are no recording, in one sentence."""
+    return not_text(raw) or ("this is not a vLLM step recording: its first line should be the recorder's "
+                             f"JSON header (\"format\": \"{FORMAT}\")")
 
 
 def check_header(obj, raw: bytes, warn) -> dict:
@@ -303,7 +307,7 @@ def check_header(obj, raw: bytes, warn) -> dict:
         warn(f"recorded by a newer recorder (format version {v}; this reader knows {VERSION}): "
              "fields it does not know are ignored")
     named = obj.get("vllm")
-    if named in (None, "", "unknown"):   # a recorder that could not read the version (mode_config keeps the newest rules)
+    if named in UNVERSIONED:   # a recorder that could not read the version (mode_config keeps the newest rules)
         warn(f"the header does not say which vLLM ran: what the recorder read is unchecked, and it is "
              f"re-simulated with vLLM {versions.NEWEST}'s rules")
     elif str(named).split("+")[0] not in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside

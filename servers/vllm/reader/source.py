@@ -163,10 +163,7 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
     carried = 0
     limit = first_max or max_line
     skipping = False   # inside an over-long line: its bytes are dropped up to its newline
-
-    def skip() -> None:
-        if skipped is not None:
-            skipped[0] += 1
+    skipped = skipped if skipped is not None else [0]
     for chunk in text:
         if skipping:
             nl = chunk.find(b"\n")
@@ -181,7 +178,7 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
                 if limit != max_line:   # the first line: not a recording's header
                     yield [], None, _long(limit, b"".join(carry)[:512])
                     return
-                skip()
+                skipped[0] += 1
                 carry, carried, skipping = [], 0, True
             continue
         head = chunk[:cut]
@@ -199,9 +196,9 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
             return
         limit = max_line
         if len(head) >= max_line and any(len(x) >= max_line for x in batch):
-            for _ in range(sum(len(x) >= max_line for x in batch)):
-                skip()
-            batch = [x for x in batch if len(x) < max_line]
+            kept = [x for x in batch if len(x) < max_line]
+            skipped[0] += len(batch) - len(kept)
+            batch = kept
         rest = chunk[cut + 1:]
         if rest:
             carry, carried = [rest], len(rest)
@@ -211,7 +208,7 @@ def lines_of(text: Iterator[bytes], max_line: int, first_max: int | None = None,
         if limit != max_line:
             yield [], None, _long(limit, tail[:512])
             return
-        skip()
+        skipped[0] += 1
         tail = None
     yield [], tail, None
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from sim.limits import shown
 
 from .gcpause import no_gc
-from .lines import LINE_KINDS, check_header, clean_add, clean_finish, clean_step, not_a_recording
+from .lines import LINE_KINDS, check_header, clean_add, clean_finish, clean_step, not_a_recording, not_text
 from .replay import TraceBuilder
 from .source import Unzip, lines_of, long_lines_skipped, open_source, raw_chunks, read_ahead
 from .steps import StepStore
@@ -313,9 +313,8 @@ def read_all(source, *, progress=None, name: str | None = None, max_text: int = 
             f.close()
     rec = stream.recording
     if stop is not None and rec is None:
-        said = not_a_recording(stop.head)   # binary, or an archive: said so; else the line's length
-        raise ValueError(said if "binary" in said or "unpack it" in said else
-                         f"the first line is over {header_max >> 10} KiB: not a recording's header")
+        raise ValueError(not_text(stop.head)   # binary, or an archive; else a text line too long for a header
+                         or f"the first line is over {header_max >> 10} KiB: not a recording's header")
     if stop is not None:
         rec.warn(stop.reason)
     if skipped[0]:
