@@ -188,9 +188,10 @@ def _cmd_workload(args, sources: Sources) -> int:
         raise SystemExit(str(e))
     _write_outputs(fleet, args)
     out = fleet_summary(fleet, slo=slo)
-    out["warnings"] = [w for w in (unused_replicas(fleet),) if w]
-    for w in out["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+    unused = unused_replicas(fleet)
+    out["warnings"] = [unused] if unused else []
+    if unused:
+        print(f"warning: {unused}", file=sys.stderr)
     out["settings"] = fleet.meta["settings"]
     out["router_config"] = fleet.meta["router_defaults"]
     out["routes"] = [{"id": i, "replica": int(r)} for i, r in zip(fleet.routes["request"], fleet.routes["replica"])]
