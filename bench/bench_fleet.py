@@ -150,11 +150,13 @@ def bench_scale(sizes, n: int, router: str, rate: float, groups: int, max_gb: fl
 # -- router: µs per decision --------------------------------------------------------------------
 
 # what the fleet's _Prompts makes of a request's prompt for a router (timed as "the prompt")
-PROMPT_PARTS = ("length", "token_ids", "chain", "text", "parts", "text_chain", "text_split", "own_chain",
+PROMPT_PARTS = ("length", "token_ids", "chain", "text", "parts", "text_chain", "text_split", "text_split_named",
+                "own_chain",
                 "own", "segments")
 # the workload's part of it: a request's own ids past its prompt blocks, and their text (a real
 # router is sent them)
-OWN_IDS = ("own_prompt_tokens", "own_prompt_tokens_flat", "own_prompt_tokens_many", "_written_vocab", "written_ids")
+OWN_IDS = ("own_prompt_tokens", "own_prompt_tokens_flat", "own_prompt_tokens_many", "_written_vocab", "written_ids",
+           "written_lengths")
 CALLBACKS = ("route", "dispatched", "released", "prefill_done")   # a router's work per request
 
 

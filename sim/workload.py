@@ -197,10 +197,16 @@ def prompt_block_tokens(block: int) -> list[int]:
     return BLOCK_TOKENS.lists([block])[0]
 
 
+def own_prompt_seed(req_id: str) -> int:
+    """What a request's own tokens (past its prompt blocks) are made from, with their places:
+    two requests whose seeds are equal have the same own token at the same place."""
+    return zlib.crc32(req_id.encode())
+
+
 def own_prompt_tokens(req_id: str, start: int, end: int) -> list[int]:
     """Tokens `start`..`end` of a prompt past its blocks: keys of this request alone (top bit
-    set, the crc32 of its id above bit 31, plus the position)."""
-    own = np.uint64((1 << 63) | (zlib.crc32(req_id.encode()) << 31))
+    set, own_prompt_seed (the crc32 of its id) above bit 31, plus the position)."""
+    own = np.uint64((1 << 63) | (own_prompt_seed(req_id) << 31))
     pos = _POS[start:end] if end <= len(_POS) else np.arange(start, end, dtype=np.uint64)
     return _token_ids(pos + own).tolist()
 
@@ -211,7 +217,7 @@ def own_prompt_tokens_flat(spans: list[tuple[str, int, int]]) -> tuple[np.ndarra
     lens = [max(end - start, 0) for _, start, end in spans]
     base, at = [], 0
     for (rid, start, _), k in zip(spans, lens):   # key of element j (0-based in the flat array): base + j
-        base.append((((1 << 63) | (zlib.crc32(rid.encode()) << 31)) + start - at) & _MASK64)
+        base.append((((1 << 63) | (own_prompt_seed(rid) << 31)) + start - at) & _MASK64)
         at += k
     if not at:
         return np.zeros(0, dtype=np.uint64), lens
@@ -257,7 +263,7 @@ def block_prompt_tokens_unmemoized(blocks: Sequence[int], prompt_len: int, req_i
     ids = np.asarray(list(blocks)[: -(-prompt_len // bs)], dtype=np.uint64)
     keys = (ids[:, None] * np.uint64(bs) + np.arange(bs, dtype=np.uint64)).ravel()[:prompt_len]
     if len(keys) < prompt_len:  # more prompt than blocks: keys of this request alone (top bit set)
-        own = np.uint64((1 << 63) | (zlib.crc32(req_id.encode()) << 31))
+        own = np.uint64((1 << 63) | (own_prompt_seed(req_id) << 31))
         keys = np.concatenate([keys, own + np.arange(len(keys), prompt_len, dtype=np.uint64)])
     return (MIN_TOKEN_ID + _mix64(keys) % np.uint64(VOCAB_SIZE - MIN_TOKEN_ID)).astype(np.int64).tolist()
 

@@ -126,7 +126,8 @@ def offer_prompts(ctx: RouterContext, prompts: _Prompts) -> None:
     ctx.prompt_length = prompts.length            # len(prompt_tokens(req)), without making them
     ctx.prompt_parts = prompts.parts              # the ids as array('I')s: the shared blocks' and the rest
     ctx.text_block_hashes = prompts.text_chain    # GIE's hashes of the text
-    ctx.text_block_split = prompts.text_split     # the same, as the shared prefix's and the rest
+    ctx.text_block_split = prompts.text_split_named   # the same, as the shared prefix's and the rest
+    #                                                 (the request's own blocks named, not hashed)
     ctx.prompt_segments = prompts.segments        # the chain hashes in shared pieces
 
 

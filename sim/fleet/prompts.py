@@ -13,8 +13,8 @@ from array import array
 
 import numpy as np
 
-from ..workload import (PROMPT_BLOCK_TOKENS, VOCAB_SIZE, own_prompt_tokens, own_prompt_tokens_flat,
-                        prompt_block_tokens)
+from ..workload import (PROMPT_BLOCK_TOKENS, VOCAB_SIZE, own_prompt_seed, own_prompt_tokens,
+                        own_prompt_tokens_flat, prompt_block_tokens)
 
 
 def chain_hashes(tokens: list[int], block_size: int, h: int = 0) -> list[int]:
@@ -113,6 +113,22 @@ def written_ids(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]] |
     at = np.asarray(bounds, dtype=np.int64)
     starts = np.where(at > 0, ends[np.maximum(at, 1) - 1], 0)
     return text, starts.tolist()
+
+
+def written_lengths(ids: np.ndarray, bounds: list[int]) -> list[int]:
+    """The length of each span's text as written_ids writes it (its ids' digits and a space
+    between two), without writing it; `bounds` as written_ids' (every span holds an id)."""
+    if not len(ids):
+        return []
+    v = ids.astype(np.int64)
+    digits = np.ones(len(v), dtype=np.int64)
+    at = 10
+    top = int(v.max())
+    while at <= top:
+        digits += v >= at
+        at *= 10
+    counts = np.diff(np.asarray(bounds, dtype=np.int64))
+    return (np.add.reduceat(digits, bounds[:-1]) + counts - 1).tolist()
 
 
 class _Prefix:
@@ -377,6 +393,10 @@ class _PrefixTree:
 
 PREFIX_TREE_NODES = 8192   # the default capacity of a routing loop's prefix tree
 OWN_BATCH = 256            # requests whose own ids are made together (one numpy pass)
+# Bytes of two requests' own texts (past their shared prompt blocks) that agree only if their
+# own ids come from one seed: 10 ids or more, of 2-5 digits and a space each (ids from other
+# seeds agree that far with a chance below 1e-40 a pair).
+OWN_TEXT_ALIKE = 64
 
 
 class _Prompts:
@@ -406,6 +426,7 @@ class _Prompts:
         self.batch_at: dict[int, int] = {}      # request's index in order -> its span in the batch
         self.batch_bounds: list[int] = []
         self.batch_text = None
+        self.batch_text_lens = None
 
     def plan(self, requests: list) -> None:
         """The requests in the order they will be routed (their own ids are then made in batches)."""
@@ -455,6 +476,7 @@ class _Prompts:
             bounds.append(at)
             self.ahead = ahead   # what was not asked for is dropped
             self.batch_at, self.batch_bounds, self.batch_text = where, bounds, None
+            self.batch_text_lens = None
             got = ahead.pop(i, None)
             if got is None:
                 return own_prompt_tokens(req.id, start, end)
@@ -473,6 +495,22 @@ class _Prompts:
                 text, starts = self.batch_text
                 return text[starts[got]:starts[got + 1] - 1]
         return _written_vocab(self.rest(req)).encode()
+
+    def _own_text_len(self, req) -> int:
+        """len(self._own_text(req)), counted from the ids' digits (for the last batch, all of its
+        requests' at once), the text not written."""
+        i = self._planned(req)
+        got = self.batch_at.get(i) if i is not None else None
+        if got is not None and self.batch_text is None:
+            if self.batch_text_lens is None:
+                self.batch_text_lens = written_lengths(self.batch_ids, self.batch_bounds)
+            return self.batch_text_lens[got]
+        return len(self._own_text(req))
+
+    def _own_text_head(self, req, size: int) -> bytes:
+        """The first `size` bytes of _own_text(req) (there are that many), only their ids written."""
+        ids = self.prefix[2][:size // 3 + 1]   # each id 2 digits or more, and a space
+        return _written_vocab(ids if isinstance(ids, list) else ids.tolist()).encode()[:size]
 
     def rest(self, req) -> list[int]:
         """The ids after the request's whole prompt blocks, as a list (its prefix known)."""
@@ -653,5 +691,42 @@ class _Prompts:
                 data = carry + b" " + data
             own = _chunk_hashes(data, block, max_blocks - count, last)
         if len(shared) + len(own) <= 1:   # not one whole block of text: no hashes at all
+            return None, [], []
+        return (node, key), shared, own
+
+    def text_split_named(self, req, block: int, max_blocks: int, seed: int) -> tuple:
+        """text_split, most of the request's own text blocks named rather than hashed, where the
+        rest of the prompt is the request's own ids (sim/workload.py own_prompt_tokens: a pure
+        function of own_prompt_seed and their places). A block is hashed while the own text it
+        ends in is shorter than OWN_TEXT_ALIKE bytes (so far, other requests' own texts may be
+        the same by chance: a first id of the same digits); every block after is named
+        hash((hash so far, the text after the shared blocks' last hash, the seed, j)). Two
+        requests agreeing over that much own text have the same seed, so the same ids at the same
+        places: two blocks get one name exactly when their texts and every text before them are
+        the same, as with the chain of hashes, and there are as many as text_split gives. The
+        text is written only for the hashed blocks; its length is counted from the ids' digits.
+        A router that only compares hashes (weighted's approximate prefix index) decides the same
+        with either (tests/fleet/test_prompt_memo.py)."""
+        p = self._prefix(req) if req.prompt_text is None else None
+        if p is None or self._own_span(req) is None:   # no own ids (or a cut block): all hashed
+            return self.text_split(req, block, max_blocks, seed)
+        node = p[0]
+        key = (block, max_blocks, seed)
+        shared = node.text_full(key)
+        _, last, carry, count = node.text_chain(key)
+        own = []
+        if count < max_blocks:
+            lead = len(carry) + 1 if node.parent is not None else 0   # the bytes before the own text
+            k = min((lead + self._own_text_len(req)) // block, max_blocks - count)
+            if k > 0:
+                hashed = min(k, (OWN_TEXT_ALIKE + lead - 1) // block)
+                h = last
+                if hashed:
+                    head = self._own_text_head(req, hashed * block - lead)
+                    own = _chunk_hashes(carry + b" " + head if lead else head, block, hashed, last)
+                    h = own[-1]
+                name = hash((h, carry, own_prompt_seed(req.id)))
+                own += [hash((name, j)) for j in range(hashed, k)]
+        if len(shared) + len(own) <= 1:
             return None, [], []
         return (node, key), shared, own

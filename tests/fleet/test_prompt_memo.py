@@ -122,6 +122,48 @@ def test_own_tokens_made_ahead_for_the_planned_order():
         _check(p, r, sizes=(16,))
 
 
+def _named_requests() -> list[Request]:
+    """Many requests on few prefixes (so that their own texts' first bytes agree now and then),
+    and two ids of one crc32 ("plumless", "buckeroo": the same own ids) on one prefix, of two
+    lengths, and on another; requests of no blocks."""
+    reqs = _requests(400, seed=31, pool=2)
+    for rid, blocks, n in (("plumless", (0, 1), 1800), ("buckeroo", (0, 1), 1500), ("plumless-2", (0, 1), 1700),
+                           ("buckeroo", (7,), 1300), ("x-none", (), 900)):
+        reqs.append(Request(id=rid, prompt_len=n, max_tokens=1, prompt_blocks=blocks))
+    reqs.append(Request(id="plumless", prompt_len=1200, max_tokens=1, prompt_blocks=(7,)))
+    reqs.append(Request(id="buckeroo", prompt_len=600, max_tokens=1, prompt_blocks=()))
+    reqs.append(Request(id="plumless", prompt_len=700, max_tokens=1, prompt_blocks=()))
+    return reqs
+
+
+@pytest.mark.parametrize("key", [(64, 256, 11), (64, 30, 5), (7, 10_000, -2), (1, 400, 3), (200, 256, 0),
+                                 (5_000, 4, 1)])
+def test_named_own_text_blocks_are_one_exactly_where_their_hashes_are(key):
+    """text_split_named against text_split: the same key and shared hashes, as many own ones,
+    and over every request's own blocks, two get one name exactly when they get one hash (a
+    bijection), with first blocks of equal text from other requests among them."""
+    p = _Prompts()
+    reqs = _named_requests()
+    p.plan(reqs)
+    name_of: dict = {}
+    hash_of: dict = {}
+    owners: dict = {}
+    for r in reqs:
+        p.reset(r)
+        named = p.text_split_named(r, *key)
+        p.reset(r)
+        exact = p.text_split(r, *key)
+        assert named[0] == exact[0] and named[1] == exact[1] and len(named[2]) == len(exact[2]), (r, key)
+        for h, m in zip(exact[2], named[2]):
+            assert name_of.setdefault(h, m) == m, (r, key)
+            assert hash_of.setdefault(m, h) == h, (r, key)
+            owners.setdefault(h, set()).add(r.id)
+    assert len(name_of) == len(hash_of) > 0
+    if key[0] <= 64:   # blocks of other requests' texts that are one: both the chance and the crc32 kind
+        assert any(len(o) > 1 and "plumless" not in o for o in owners.values())
+        assert any(o == {"plumless", "buckeroo"} for o in owners.values())
+
+
 @pytest.mark.parametrize("bs", [16, 32, 5])
 def test_router_hashes_are_the_replica_schedulers(bs):
     """The chain hashes a router gets are what the replica's scheduler computes for its prefix

@@ -161,12 +161,13 @@ class PrefixIndex:
         before = len(servers)
         got = list(map(servers.setdefault, own, repeat(bit)))   # a hash nobody held gets the bit
         held = len(servers) - before
-        for h, m in zip(own, got):
-            if not m & bit:   # held by other servers only (so far: a hash twice is seen twice)
-                m = servers[h]
-                if not m & bit:
-                    servers[h] = m | bit
-                    held += 1
+        if held < len(own):   # some were held already (by other servers, or twice in own)
+            for h, m in zip(own, got):
+                if not m & bit:   # held by other servers only (so far: a hash twice is seen twice)
+                    m = servers[h]
+                    if not m & bit:
+                        servers[h] = m | bit
+                        held += 1
         lg.grew(held, self.LOG_SLACK, self.LOG_MIN)
         # (own hashes held before are among them: their walks are dropped for nothing)
         if self.watch and not self.watch.keys().isdisjoint(own):
