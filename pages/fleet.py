@@ -23,7 +23,7 @@ from figures.fleet import (busiest_time, explain_decision, first_of_reason, flee
 from figures.playback import inspector_tables, kv_map_figure
 from sim.cost import COST_PRESETS
 from sim.fleet.export import fleet_chrome_trace_bytes, routes_csv
-from sim.fleet.metrics import group_placement, prefix_groups, unused_replicas
+from sim.fleet.metrics import fleet_warnings, group_placement, prefix_groups
 from sim.fleet.recorded import TIMINGS
 from sim.limits import load_json
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS, SchedulerConfig
@@ -433,9 +433,8 @@ def simulated_fleet() -> None:
                     else f"async scheduling on {n_async} of them")
             st.caption(f"Fleet A: {len(workload.requests):,} requests on {fs.replicas} replicas ({mode}), simulated "
                        f"in {secs:,.1f} s (cached after).")
-        unused = unused_replicas(fleet)
-        if unused:
-            st.info(f"Fleet {s.upper()}: {inert(unused)}.", icon=":material/info:")
+        for w in fleet_warnings(fleet):
+            st.info(f"Fleet {s.upper()}: {inert(w)}.", icon=":material/info:")
     if "a" not in fleets:
         primer.stop()
     if ss["keep_fleet_ab"] and "b" not in fleets:
@@ -526,6 +525,8 @@ def real_fleet() -> None:
                       if timing == "recorded" else
                       "With simulated timing every replica is predicted from its own fitted cost model, and the "
                       "policy's own picks feed back into what it sees: the A/B below sets it beside the real fleet."))
+        for w in fleet_warnings(pred) if timing == "simulated" else ():
+            st.info(f"{router_label(fs.router)} on simulated replicas: {inert(w)}.", icon=":material/info:")
         if timing == "recorded":
             fleets["a"], keys["a"] = pred, pk
             titles["a"] += f", with {router_label(fs.router)}'s prediction"

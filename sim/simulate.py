@@ -40,10 +40,13 @@ def scheduler_names() -> list[str]:
     return list(SCHEDULERS)
 
 
-def max_model_len_for(workload: Workload, cfg: SchedulerConfig) -> int:
+def max_model_len_for(workload: Workload, cfg: SchedulerConfig, strict: bool = True) -> int:
+    """The scheduler's max_model_len: the config's, else the longest request's (prompt and
+    output). strict: ValueError for a request longer than the config's (a fleet's replica turns
+    such a request away instead, as vLLM's front end does)."""
     need = max((r.prompt_len + r.max_tokens for r in workload.requests), default=1)
     mml = int(cfg.max_model_len or need)
-    if need > mml:
+    if strict and need > mml:
         raise ValueError(f"a request needs {need} tokens but max_model_len is {mml}")
     return max(mml, int(cfg.long_prefill_token_threshold or 0))
 
@@ -350,9 +353,7 @@ class Recorder:
         e["kind"].append(self.ev_kinds(kind))
         e["detail"].append(self.ev_details(detail))
 
-    def arrive(self, sched, r, step: int, clock: float, timed: bool):
-        """Hand request `r` to the scheduler at `step` (clock = the step's start time)."""
-        seq = sched.add_request(r)
+    def _arrived(self, r, step: int, clock: float, timed: bool) -> RequestInfo:
         self.ids(r.id)   # ids numbered in arrival order (the batch rows' codes)
         d = self.info.get(r.id)
         if d is None:
@@ -360,6 +361,18 @@ class Recorder:
         d["arrival_step"] = step - 1 if not timed else step
         d["arrival_time"] = r.arrival_time if timed else clock
         self.event(step, clock, r.id, "arrive", f"{r.prompt_len} prompt tokens")
+        return d
+
+    def turn_away(self, r, step: int, clock: float, reason: str) -> None:
+        """Note request `r` turned away as it arrives, before the scheduler sees it (vLLM's front
+        end answers such a request with an error)."""
+        self._arrived(r, step, clock, True)["rejected"] = True
+        self.event(step, clock, r.id, "reject", reason)
+
+    def arrive(self, sched, r, step: int, clock: float, timed: bool):
+        """Hand request `r` to the scheduler at `step` (clock = the step's start time)."""
+        seq = sched.add_request(r)
+        d = self._arrived(r, step, clock, timed)
         if seq.status == "rejected":
             d["rejected"] = True
             self.event(step, clock, r.id, "reject", getattr(sched, "reject_reason", "queue limit"))

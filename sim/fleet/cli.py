@@ -164,7 +164,7 @@ def cmd_fleet(args, sources: Sources) -> int:
 def _cmd_workload(args, sources: Sources) -> int:
     from ..cost import cost_from_preset
     from . import fleet_summary, simulate_fleet
-    from .metrics import unused_replicas
+    from .metrics import fleet_warnings
     s = _settings(args, args.replicas, args.router or "round_robin")
     wl = sources.load_workload(args.workload, limit=args.limit, rate_scale=args.rate_scale)
     overrides = sources.config_overrides(args.config, wl)
@@ -188,10 +188,9 @@ def _cmd_workload(args, sources: Sources) -> int:
         raise SystemExit(str(e))
     _write_outputs(fleet, args)
     out = fleet_summary(fleet, slo=slo)
-    unused = unused_replicas(fleet)
-    out["warnings"] = [unused] if unused else []
-    if unused:
-        print(f"warning: {unused}", file=sys.stderr)
+    out["warnings"] = fleet_warnings(fleet)
+    for w in out["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     out["settings"] = fleet.meta["settings"]
     out["router_config"] = fleet.meta["router_defaults"]
     out["routes"] = [{"id": i, "replica": int(r)} for i, r in zip(fleet.routes["request"], fleet.routes["replica"])]
@@ -224,6 +223,7 @@ def _cmd_recordings(args, io) -> int:
     load_vocab, read_fleet = io.load_vocab, io.read_fleet
     recorded_replicas, response_tail_ms = io.recorded_replicas, io.response_tail_ms
     from . import fleet_summary
+    from .metrics import fleet_warnings
     from .recorded import agreement, recorded_fleet, replay
     try:
         vocab = load_vocab(args.tokenizer) if args.tokenizer else None
@@ -249,6 +249,10 @@ def _cmd_recordings(args, io) -> int:
             out["routing"] = agreement(fleet)
             out["timing"] = args.timing
             out["router_config"] = fleet.meta.get("router_defaults")
+            more = fleet_warnings(fleet)   # of the policy's run (turned away, replicas sent nothing)
+            for w in more:
+                print(f"warning: {w}", file=sys.stderr)
+            out["warnings"] = real.warnings + more
     except (ValueError, RuntimeError) as e:
         raise SystemExit(str(e))
     _write_outputs(fleet, args)

@@ -470,7 +470,8 @@ def replica_configs(workload: Workload, settings: FleetSettings, config: dict | 
                                  f"{' or '.join(FLEET_SCHEDULERS)}")
             cfg.validate()
             check_options(cfg, mode)   # async scheduling needs the vllm scheduler (and a version that has it)
-            mml = max_model_len_for(workload, cfg)   # any request may be routed to any replica
+            # a request longer than the replica's max_model_len is turned away there (SimReplica)
+            mml = max_model_len_for(workload, cfg, strict=False)
         except (TypeError, ValueError) as e:
             raise ValueError(f"replica {i}'s config: {e}") from None
         out.append((cfg, mode, mml))
@@ -527,5 +528,8 @@ def simulate_fleet(workload: Workload, settings: FleetSettings | None = None, co
     meta = {"source": "simulator", "time_unit": cost.time_unit, "workload": workload.name, "clock": clock,
             "settings": s.to_json(), "router_defaults": dict(router.config),
             "busy_time": [b.busy_time for b in backends], "num_requests": len(reqs),
+            # requests each replica turned away for its max_model_len (None: it set none)
+            "turned_away": [b.turned_away for b in backends],
+            "context_limits": [None if b.context_limit == math.inf else b.context_limit for b in backends],
             "cost_model": meta_base["cost_model"]}
     return FleetTrace(routes=loop.table(), replicas=traces, meta=meta)

@@ -177,6 +177,28 @@ def unused_replicas(fleet) -> str | None:
     return said
 
 
+def turned_away(fleet) -> str | None:
+    """A sentence when replicas turned requests away for being longer than their max_model_len
+    (replicas of different settings: the router does not know it), else None."""
+    counts = fleet.meta.get("turned_away") or []
+    limits = fleet.meta.get("context_limits") or []
+    names = fleet.names
+    by = [f"{k:,} by {names[i]}, whose max_model_len is {limits[i]:,}" for i, k in enumerate(counts) if k]
+    if not by:
+        return None
+    total = sum(counts)
+    one = total == 1
+    return (f"{total:,} {'request was' if one else 'requests were'} longer than the max_model_len of the replica "
+            f"the router sent {'it' if one else 'them'} to, and {'was' if one else 'were'} turned away at once, as "
+            f"vLLM answers HTTP 400 ({'; '.join(by)})")
+
+
+def fleet_warnings(fleet) -> list[str]:
+    """What a user should know of a run beside its numbers: replicas sent nothing, requests
+    turned away."""
+    return [w for w in (unused_replicas(fleet), turned_away(fleet)) if w]
+
+
 def group_placement(fleet, groups: pd.Series) -> pd.DataFrame:
     """Where each shared-prefix group's requests went: groups x replicas counts. `groups`
     maps request id -> group label."""

@@ -74,6 +74,9 @@ class SimReplica:
         self.first_tokens: list[tuple[str, float]] = []   # (request id, end of the step that sampled its first token)
         self._first_seen: set[str] = set()
         self.n_done = 0   # dispatched requests finished or turned away
+        self.turned_away = 0   # of them, longer than max_model_len
+        # the config's max_model_len (none set: the workload's longest request fits by construction)
+        self.context_limit = int(cfg.max_model_len) if cfg.max_model_len else math.inf
         self.step = 0
         self.clock = 0.0
         self.stalled = 0
@@ -96,6 +99,15 @@ class SimReplica:
         """ValueError when a request dispatched here could never fit this replica's pool."""
         from ..workload import Workload
         check_fits(Workload(list(requests)), self.cfg, self.max_model_len)
+
+    def _turn_away(self, r, step: int, clock: float) -> None:
+        """A request longer than max_model_len (prompt and max_tokens) never reaches vLLM's
+        scheduler: its front end answers HTTP 400 ("This model's maximum context length is ...")."""
+        self.rec.turn_away(r, step, clock, f"{r.prompt_len + r.max_tokens:,} tokens (prompt and max_tokens): over "
+                                           f"max_model_len {self.context_limit:,}, an HTTP 400")
+        self.n_done += 1
+        self.turned_away += 1
+        self.finished.append((r.id, clock))   # the response ends at once
 
     @property
     def next_start(self) -> float:
@@ -145,6 +157,10 @@ class SimReplica:
             arrived = []
             while pending and pending[0].arrival_time <= clock:
                 r = pending.popleft()
+                if r.prompt_len + r.max_tokens > self.context_limit:
+                    self._turn_away(r, step, clock)
+                    arrived.append(r.id)
+                    continue
                 seq = rec.arrive(sched, r, step, clock, True)
                 if seq.status == "rejected":
                     seqs.pop(r.id, None)

@@ -189,3 +189,39 @@ def test_replicas_sent_nothing_are_named_and_why_for_a_hash_on_one_tenant(tmp_pa
     assert out["warnings"] == [] and "sent no request" not in err
     few = simulate_fleet(_workload(n=3), FleetSettings(replicas=4), cost=MS)
     assert unused_replicas(few) is None   # fewer requests than replicas: nothing to say
+
+
+def test_a_request_longer_than_a_replicas_max_model_len_is_turned_away_there_not_the_whole_run():
+    """Replicas of different max_model_len (real fleets' recordings can differ): a request routed to
+    one too short for it used to stop the whole run ("a request needs N tokens"); vLLM's front end
+    answers it with HTTP 400 and serves the rest. The replica turns it away at once (rejected,
+    a reject event naming the limit), its response leaves the router's count after the tail, the
+    others run as before; the fleet says so, and a Digest run counts it too."""
+    from sim.fleet.metrics import fleet_warnings
+    reqs = [Request(id=f"r{i}", prompt_len=900 if i < 2 else 100, max_tokens=8, arrival_time=i * 30.0)
+            for i in range(10)]
+    wl = Workload(reqs, {"num_gpu_blocks": 400, "max_num_seqs": 8})
+    s = FleetSettings(replicas=2, router="round_robin", response_tail=5.0,
+                      replica_configs=[{"max_model_len": 512}, {}])
+    fleet = simulate_fleet(wl, s, cost=MS)
+    r = fleet.routes.set_index("request")
+    assert r.loc["r0", "replica"] == 0 and r.loc["r1", "replica"] == 1   # round robin: r0 meets the short one
+    assert r.loc["r0", "released"] == pytest.approx(r.loc["r0", "reached"] + 5.0)
+    assert r.loc["r1", "released"] > r.loc["r1", "reached"] + 5.0         # served
+    reqs0 = fleet.replicas[0].requests.set_index("request")
+    assert bool(reqs0.loc["r0", "rejected"]) and not reqs0.drop("r0")["rejected"].any()
+    assert not fleet.replicas[1].requests["rejected"].any()
+    ev = fleet.replicas[0].events
+    reject = ev[ev["kind"] == "reject"]
+    assert reject["request"].tolist() == ["r0"] and "over max_model_len 512" in reject["detail"].iloc[0]
+    assert fleet.meta["turned_away"] == [1, 0] and fleet.meta["context_limits"] == [512, None]
+    assert fleet_warnings(fleet) == [
+        "1 request was longer than the max_model_len of the replica the router sent it to, and was turned away at "
+        "once, as vLLM answers HTTP 400 (1 by replica 0, whose max_model_len is 512)"]
+    assert fleet_summary(fleet)["metrics"]["rejected"] == 1
+    digest = simulate_fleet(wl, s, cost=MS, digest=True)
+    assert digest.meta["turned_away"] == [1, 0] and fleet_summary(digest)["metrics"]["rejected"] == 1
+    # one replica: the same rule (its max_model_len is the config's)
+    one = simulate_fleet(wl, FleetSettings(replicas=1), {"max_model_len": 512}, cost=MS)
+    assert one.meta["turned_away"] == [2]
+    assert fleet_warnings(simulate_fleet(wl, FleetSettings(replicas=2), cost=MS)) == []

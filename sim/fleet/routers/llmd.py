@@ -25,6 +25,7 @@ from operator import attrgetter, eq, sub
 from ..routing import Decision, Router, register_router
 
 NAN = float("nan")
+QUEUE_TABLE = 64   # weighted: below this longest queue, the queue score of each length is made once
 _WAITING = attrgetter("waiting")
 _KV = attrgetter("kv_usage")
 
@@ -432,7 +433,11 @@ class Weighted(Router):
             total = [wq1 + wk * (1.0 - k) for k in kvs]
         else:
             span = float(hi - lo)
-            total = [wq * ((hi - w) / span) + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
+            if 0 <= lo and hi <= QUEUE_TABLE:   # each queue length's term once (a few lengths, 64 replicas)
+                q = [wq * ((hi - w) / span) for w in range(hi + 1)]
+                total = [q[w] + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
+            else:
+                total = [wq * ((hi - w) / span) + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
         if wp > 0:
             for i in compress(range(n), third):
                 total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])

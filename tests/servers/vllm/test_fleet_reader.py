@@ -442,3 +442,25 @@ def test_read_client_of_both_kinds(tmp_path):
         read_client(KIT_RECS[0].with_name("router-vllm-cache_aware.log"))
     with pytest.raises(ValueError, match="cannot be read"):
         read_client(tmp_path / "none.jsonl")
+
+
+def test_replicas_of_different_max_model_len_simulated_turn_away_what_does_not_fit(tmp_path):
+    """Two recordings whose max_model_len differ (284 on b; a served requests of up to 288
+    tokens): `--timing simulated` stopped at the first one routed to b ("a request needs 288
+    tokens but max_model_len is 284"). Now b turns it away, as vLLM's front end answers it (HTTP
+    400), the run goes on, each replica's verdict is as before, and the JSON says it."""
+    src = FLEETS / "vllm-round_robin-tokens"
+    a = write(tmp_path / "a.jsonl", lines(src / "rec-44789.jsonl.gz"))
+    rows = lines(src / "rec-51121.jsonl.gz")
+    rows[0]["config"]["max_model_len"] = 284   # b's own requests need 284 at most
+    b = write(tmp_path / "b.jsonl", rows)
+    r = subprocess.run([sys.executable, "-m", "sim", "fleet", "--recordings", str(a), str(b), "--router", "random",
+                        "--seed", "1", "--timing", "simulated", "--json"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [x["decisions"]["equal"] for x in out["replicas"]] == [True, True]
+    want = ("1 request was longer than the max_model_len of the replica the router sent it to, and was turned away "
+            "at once, as vLLM answers HTTP 400 (1 by b, whose max_model_len is 284)")
+    assert want in out["warnings"] and f"warning: {want}" in r.stderr
+    assert out["metrics"]["rejected"] == 1 and out["routing"]["requests"] == 48
