@@ -731,6 +731,17 @@ def _async_call(bq: BatchQueue, sched, rec, cost, step, clock, arrived, idle_dt,
     return finished, end, stalled, plan, applied
 
 
+def _oracle_write(out, line: dict) -> None:
+    """One oracle line to `out`: its JSON to a text file; to a reader that takes the lines as
+    they come (a `line` method: servers/vllm/compare.py), the dict itself, no JSON between. The
+    dict holds str keys, ints, None and lists, so its JSON read back is equal to it."""
+    take = getattr(out, "line", None)
+    if take is not None:
+        take(line)
+    else:
+        out.write(dumps_strict(line) + "\n")
+
+
 def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out, tail=None):
     # in Recorder.STEP_COLUMNS' order
     rec.step_rows.append((step, clock, clock + dt, 0, 0, 0, 0, 0, 0, 0, pool.num_free, pool.num_free,
@@ -741,7 +752,7 @@ def _record_idle(rec, step, clock, dt, pool, arrived, caching, oracle_out, tail=
                 "free_blocks_after_schedule": pool.num_free, "running": [], "waiting": [], "idle": True}
         if tail:
             line.update(tail)
-        oracle_out.write(dumps_strict(line) + "\n")
+        _oracle_write(oracle_out, line)
 
 
 def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived, info, caching, oracle_out,
@@ -790,7 +801,7 @@ def _record_step(rec, sched, plan: StepPlan, finished, step, start, end, arrived
             line["cached_free_blocks"] = pool.num_cached_free
         if tail:
             line.update(tail)
-        oracle_out.write(dumps_strict(line) + "\n")
+        _oracle_write(oracle_out, line)
 
 
 def _request_rows(reqs, info: dict) -> dict:

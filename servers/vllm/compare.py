@@ -39,7 +39,8 @@ def decisions(rec: Recording) -> dict:
     (neither side's lines are held: on a 350,000-step recording they took gigabytes); async
     recordings pair the simulator's engine calls into schedule() steps first (per_schedule)."""
     wl = to_workload(rec)
-    waiting_n = (s.get("waiting_n", 0) for s in rec.steps)
+    waiting_n = (iter(rec.steps.waiting_n) if getattr(rec.steps, "summarized", False)   # noted as read
+                 else (s.get("waiting_n", 0) for s in rec.steps))
     capped = [False]
 
     def recorded():
@@ -97,6 +98,10 @@ class _Compare:
             if line:
                 self._one(json.loads(line))
         return len(text)
+
+    def line(self, sim: dict) -> None:
+        """A simulated line as the simulator made it (sim/simulate.py _oracle_write), not as text."""
+        self._one(sim)
 
     def _one(self, sim: dict) -> None:
         self.n_sim += 1

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from array import array
 from typing import Callable
 
 from sim import versions
@@ -133,8 +134,9 @@ def _prompt_ids(a: dict, block_size: int):
     """The prompt's token ids: as recorded, or made from its block hashes (equal hash chains give
     equal blocks, so prefix-cache hits land where they landed; the partial last block is the
     request's own), or None (no prompt stored)."""
-    if a.get("prompt") is not None:
-        return tuple(int(t) for t in a["prompt"])
+    p = a.get("prompt")
+    if p is not None:   # the reader's array('q') of ints (clean_add), or a list a caller made
+        return tuple(p) if isinstance(p, array) else tuple(int(t) for t in p)
     hashes = a.get("hashes")
     if hashes is None:
         return None
@@ -244,13 +246,16 @@ def to_workload(rec: Recording, *, timed: bool = False, mode: dict | None = None
     cfg = rec.config
     config = {k: cfg[k] for k in CONFIG_KEYS if k in cfg}
     config.update(mode_config(rec) if mode is None else mode)
-    produced: dict[int, int] = {}
-    reason: dict[int, str] = {}
-    for st in rec.steps:
-        for i in st.get("sampled") or ():
-            produced[i] = produced.get(i, 0) + 1
-        for i, why in st.get("fin") or ():
-            reason[i] = why
+    if getattr(rec.steps, "summarized", False):   # counted as the lines were read (reader/steps.py)
+        produced, reason = rec.steps.sampled, dict(rec.steps.ended)
+    else:
+        produced: dict[int, int] = {}
+        reason: dict[int, str] = {}
+        for st in rec.steps:
+            for i in st.get("sampled") or ():
+                produced[i] = produced.get(i, 0) + 1
+            for i, why in st.get("fin") or ():
+                reason[i] = why
     for f in rec.finishes:
         reason[int(f["i"])] = str(f.get("reason"))
     bs = int(cfg.get("block_size") or 16)

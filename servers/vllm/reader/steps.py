@@ -13,24 +13,41 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 
 from .lines import clean_step
 
 
 class StepStore(Sequence):
-    """Checked step lines, appended one at a time; a Sequence of step dicts."""
+    """Checked step lines, appended one at a time; a Sequence of step dicts. Beside them, what
+    a walk over every step would only count (to_workload's tokens sampled and finish reasons,
+    the comparison's waiting_n), noted as each line is taken, so that no walk parses them all
+    again for it (`summarized`: every line came with its step dict)."""
 
     def __init__(self):
         self.lines: list = []            # the lines (bytes or str) as they came
         self.running_at = array("q")     # per step: the step whose line wrote its running list (-1: none)
         self.waiting_at = array("q")
+        self.sampled = Counter()         # request index -> tokens it sampled, over every step
+        self.ended: dict[int, str] = {}  # request index -> the reason of the last step line that finished it
+        self.waiting_n = array("q")      # per step: its line's waiting_n, 0 where it has none
+        self.summarized = True
 
-    def append(self, raw, has_running: bool, has_waiting: bool) -> None:
+    def append(self, raw, has_running: bool, has_waiting: bool, st: dict | None = None) -> None:
+        """Step line `raw`; `st`: its step dict as clean_step made it (for the counts beside)."""
         j = len(self.lines)
         self.lines.append(raw)
         self.running_at.append(j if has_running else (self.running_at[-1] if j else -1))
         self.waiting_at.append(j if has_waiting else (self.waiting_at[-1] if j else -1))
+        if st is None:
+            self.summarized = False
+            return
+        if st["sampled"]:
+            self.sampled.update(st["sampled"])
+        for i, why in st["fin"]:
+            self.ended[i] = why
+        self.waiting_n.append(st.get("waiting_n", 0))
 
     def __len__(self) -> int:
         return len(self.lines)

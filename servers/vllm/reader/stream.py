@@ -176,7 +176,7 @@ class RecordingStream:
             has_r, has_w = "running" in st, "waiting" in st
             running_n = self._running_n = len(st["running"]) if has_r else self._running_n
             waiting_len = self._waiting_len = len(st["waiting"]) if has_w else self._waiting_len
-            rec.steps.append(raw, has_r, has_w)
+            rec.steps.append(raw, has_r, has_w, st)
             rec.builder.step(st, running_n, st.get("waiting_n", waiting_len))
             return True
         if type(kind) is not str or kind not in LINE_KINDS:   # a list or object there is unhashable
@@ -212,7 +212,7 @@ class RecordingStream:
                 has_r, has_w = "running" in st, "waiting" in st
                 running_n = len(st["running"]) if has_r else self._running_n
                 waiting_len = len(st["waiting"]) if has_w else self._waiting_len
-                rec.steps.append(raw, has_r, has_w)
+                rec.steps.append(raw, has_r, has_w, st)
                 self._running_n, self._waiting_len = running_n, waiting_len
                 rec.builder.step(st, running_n, st.get("waiting_n", waiting_len))
             elif kind == "add":
