@@ -238,3 +238,42 @@ def test_the_header_picks_the_rules_and_the_mode():
     assert to_workload(read_recording(b"\n".join(lines))).config["async_scheduling"] is True   # no class: the setting
     lines[0] = json.dumps({**head, "vllm": "unknown"}).encode()
     assert "vllm_version" not in to_workload(read_recording(b"\n".join(lines))).config   # the newest rules
+
+
+def test_the_counts_noted_as_the_lines_are_read_are_a_walk_over_the_steps():
+    """to_workload and the verdict take the tokens sampled, the finish reasons and waiting_n from
+    what the reader noted as it took each step line (no walk parsing every line again): the same
+    workload and verdict as a walk over the stored steps, with requests that stopped on their own
+    (they ask for the tokens they made), a step line written twice (skipped: not counted twice), a
+    damaged one and junk."""
+    lines = raw(SAMPLES[0]).split(b"\n")
+    stopped = 0
+    for k, line in enumerate(lines):
+        if b'"fin"' in line and stopped < 3:
+            obj = json.loads(line)
+            if obj.get("fin"):
+                obj["fin"][0][1] = "stop"
+                lines[k] = json.dumps(obj).encode()
+                stopped += 1
+    steps = [k for k, line in enumerate(lines) if line.startswith(b'{"kind": "step"') or b'"kind":"step"' in line]
+    lines.insert(steps[8] + 1, lines[steps[8]])                 # written twice
+    lines[steps[4]] = b'{"kind": "step", "step": 3, "sched": [[1, 2]]}'   # damaged
+    lines.insert(steps[2], b"not json at all")
+    rec = read_recording(b"\n".join(lines))
+    assert stopped == 3 and rec.steps.summarized
+    assert any("repeats" in w for w in rec.warnings) and any("damaged" in w for w in rec.warnings)
+    noted_wl, noted = to_workload(rec), decisions(rec)
+    noted_n = list(rec.steps.waiting_n)
+    sampled, ended = {}, {}
+    for s in rec.steps:
+        for i in s["sampled"]:
+            sampled[i] = sampled.get(i, 0) + 1
+        ended.update(s["fin"])
+    assert dict(rec.steps.sampled) == sampled and rec.steps.ended == ended
+    rec.steps.summarized = False   # the walk, as a Recording made by hand gets it
+    walked_wl = to_workload(rec)
+    assert [(r.id, r.max_tokens, r.arrival_step) for r in noted_wl.requests] == \
+        [(r.id, r.max_tokens, r.arrival_step) for r in walked_wl.requests]
+    assert any(r.max_tokens != a["max_tokens"] for r, a in zip(walked_wl.requests, rec.adds))   # a stop counted
+    assert noted == decisions(rec)
+    assert noted_n == [s.get("waiting_n", 0) for s in rec.steps]
