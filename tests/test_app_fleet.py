@@ -420,3 +420,24 @@ def test_a_prediction_that_cannot_run_leaves_the_real_fleet_shown():
     at.run()
     msg = assert_one_sentence(at, "The policy cannot replay this fleet", "0.99.0", "Below: the real fleet as it ran")
     assert "\n" not in msg and len(routes(at)) == 50 and "fleet_lanes" in chart_specs(at)
+
+
+def test_a_prediction_on_replicas_of_different_max_model_len_says_what_was_turned_away():
+    """Uploaded recordings whose max_model_len differ (b's 284; a served up to 288 tokens):
+    simulated timing used to stop ("a request needs 288 tokens"); now b turns away what it cannot
+    take, as vLLM does (HTTP 400), and the page says so above the fleets."""
+    src = ROOT / "tests" / "fixtures" / "fleet" / "vllm-round_robin-tokens"
+    a = gzip.decompress((src / "rec-44789.jsonl.gz").read_bytes())
+    lines = gzip.decompress((src / "rec-51121.jsonl.gz").read_bytes()).decode().split("\n")
+    head = json.loads(lines[0])
+    head["config"]["max_model_len"] = 284
+    b = "\n".join([json.dumps(head)] + lines[1:]).encode()
+    at = open_page("fleet.py", timeout=180, fleet_source=REAL_UPLOAD, fleet_predict="true",
+                   fleet_timing="simulated", fleet_a_router="random", fleet_a_seed="1")
+    at.file_uploader(key="fleet_recordings").set_value([("a.jsonl", a, "application/x-ndjson"),
+                                                        ("b.jsonl", b, "application/x-ndjson")])
+    at.run()
+    assert not at.exception and not at.error
+    said = [i.value for i in at.info if "turned away" in i.value]
+    assert len(said) == 1 and "1 by b, whose max_model_len is 284" in said[0] and "HTTP 400" in said[0]
+    assert "fleet_lanes" in chart_specs(at)
