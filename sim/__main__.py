@@ -315,7 +315,7 @@ def cmd_vllm(args) -> int:
             f.writelines(dumps_strict(line) + "\n" for line in oracle_lines(rec))
     said = len(rec.warnings)
     try:   # a vLLM without rules here (or settings no vLLM starts with): played back, not re-simulated
-        wl = to_workload(rec)
+        wl = to_workload(rec) if args.workload else None   # (decisions makes its own: not two held at once)
         verdict = decisions(rec)
     except ValueError as e:
         if args.workload:   # asked for what cannot be made

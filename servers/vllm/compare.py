@@ -38,7 +38,8 @@ def decisions(rec: Recording) -> dict:
     Sync: each simulated line is compared with the recorded one as the simulator writes it
     (neither side's lines are held: on a 350,000-step recording they took gigabytes); async
     recordings pair the simulator's engine calls into schedule() steps first (per_schedule)."""
-    wl = to_workload(rec)
+    # without prefix caching (said so: vLLM's default is on) the simulator reads no prompt ids
+    wl = to_workload(rec, ids=rec.config.get("enable_prefix_caching") is not False)
     waiting_n = (iter(rec.steps.waiting_n) if getattr(rec.steps, "summarized", False)   # noted as read
                  else (s.get("waiting_n", 0) for s in rec.steps))
     capped = [False]

@@ -237,12 +237,14 @@ class EngineCalls:
     calls = __call__
 
 
-def to_workload(rec: Recording, *, timed: bool = False, mode: dict | None = None) -> Workload:
+def to_workload(rec: Recording, *, timed: bool = False, mode: dict | None = None, ids: bool = True) -> Workload:
     """The recorded requests as a workload with the server's config. Each arrives right before the
     step it was added in (arrival_step = that step - 1), or, timed, at the time the scheduler got
     it (ms since the recorder started: run it with a cost model in ms). A request that stopped
     on its own (EOS, a stop string) or was aborted asks for the tokens it made. `mode`: the
-    version and scheduling settings to use instead of the header's (mode_config)."""
+    version and scheduling settings to use instead of the header's (mode_config). ids=False:
+    no prompt token ids (a re-simulation without prefix caching reads none; a long recording's
+    took gigabytes as tuples of ints)."""
     cfg = rec.config
     config = {k: cfg[k] for k in CONFIG_KEYS if k in cfg}
     config.update(mode_config(rec) if mode is None else mode)
@@ -262,7 +264,7 @@ def to_workload(rec: Recording, *, timed: bool = False, mode: dict | None = None
     # async: a request added before schedule() call k joins before the engine call that made it
     calls = engine_calls_before(rec) if config.get("async_scheduling") else (lambda k: k - 1)
     reqs = [request_of(a, max_tokens(a["max_tokens"], reason.get(a["i"]), produced.get(a["i"], 0)),
-                       max(calls(int(a.get("before_step") or 1)), 0), bs, timed) for a in rec.adds]
+                       max(calls(int(a.get("before_step") or 1)), 0), bs, timed, ids) for a in rec.adds]
     if config.get("enable_prefix_caching") and any(r.prompt_token_ids is None for r in reqs):
         rec.warn(NO_PROMPTS)
     return Workload(requests=reqs, config=config, name=f"{rec.name or 'vLLM recording'} (requests)")
@@ -277,11 +279,12 @@ def max_tokens(asked: int, reason: str | None, produced: int) -> int:
     return int(produced) if reason not in (None, "length") and produced else int(asked)
 
 
-def request_of(a: dict, max_tokens: int, arrival_step: int, block_size: int, timed: bool = False) -> Request:
+def request_of(a: dict, max_tokens: int, arrival_step: int, block_size: int, timed: bool = False,
+               ids: bool = True) -> Request:
     """An add line as the simulator's Request (to_workload's)."""
     return Request(id=str(a["id"]), prompt_len=a["prompt_len"], max_tokens=int(max_tokens), arrival_step=arrival_step,
                    arrival_time=_num(a.get("added")) if timed else None, priority=int(a.get("priority") or 0),
-                   prompt_token_ids=_prompt_ids(a, block_size))
+                   prompt_token_ids=_prompt_ids(a, block_size) if ids else None)
 
 
 def first_difference(recorded: list[dict], simulated: list[dict], fields=ORACLE_FIELDS) -> dict | None:

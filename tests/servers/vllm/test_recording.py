@@ -4,6 +4,7 @@ other formats, binary data. No vLLM needed."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import subprocess
 import sys
@@ -277,3 +278,23 @@ def test_the_counts_noted_as_the_lines_are_read_are_a_walk_over_the_steps():
     assert any(r.max_tokens != a["max_tokens"] for r, a in zip(walked_wl.requests, rec.adds))   # a stop counted
     assert noted == decisions(rec)
     assert noted_n == [s.get("waiting_n", 0) for s in rec.steps]
+
+
+def test_without_prefix_caching_the_verdict_needs_no_prompt_ids():
+    """decisions() leaves the prompts' token ids out where the header turns prefix caching off
+    (the simulator reads none then; a long recording's took gigabytes): the same simulated
+    lines as with them, on a recording with prompts stored."""
+    from sim.simulate import simulate
+    path = ROOT / "tests" / "fixtures" / "vllm_recorded" / "v033_rand034_01.sync.jsonl.gz"
+    rec = read_recording(raw(path))
+    assert rec.config.get("enable_prefix_caching") is False and rec.adds[0].get("prompt") is not None
+    with_ids, without = to_workload(rec), to_workload(rec, ids=False)
+    assert all(r.prompt_token_ids is not None for r in with_ids.requests)
+    assert all(r.prompt_token_ids is None for r in without.requests)
+    lines = []
+    for wl in (with_ids, without):
+        out = io.StringIO()
+        simulate(wl, oracle_out=out)
+        lines.append(out.getvalue())
+    assert lines[0] == lines[1] and lines[0].count("\n") > 20
+    assert decisions(rec)["equal"] is True
