@@ -130,13 +130,22 @@ def oracle_line(st: dict, ident: dict, arrivals: dict, caching: bool) -> dict:
     return line
 
 
+# Token ids below this are taken from one list of ints, so that a long recording's prompts share
+# one int object per id (a tuple of 27,000 prompts' ids made an object of 28 bytes for each token)
+_SHARED_INTS = list(range(1 << 18))
+
+
 def _prompt_ids(a: dict, block_size: int):
     """The prompt's token ids: as recorded, or made from its block hashes (equal hash chains give
     equal blocks, so prefix-cache hits land where they landed; the partial last block is the
     request's own), or None (no prompt stored)."""
     p = a.get("prompt")
     if p is not None:   # the reader's array('q') of ints (clean_add), or a list a caller made
-        return tuple(p) if isinstance(p, array) else tuple(int(t) for t in p)
+        if isinstance(p, array):
+            if p and 0 <= min(p) and max(p) < len(_SHARED_INTS):
+                return tuple(map(_SHARED_INTS.__getitem__, p))
+            return tuple(p)
+        return tuple(int(t) for t in p)
     hashes = a.get("hashes")
     if hashes is None:
         return None

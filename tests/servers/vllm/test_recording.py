@@ -298,3 +298,24 @@ def test_without_prefix_caching_the_verdict_needs_no_prompt_ids():
         lines.append(out.getvalue())
     assert lines[0] == lines[1] and lines[0].count("\n") > 20
     assert decisions(rec)["equal"] is True
+
+
+def test_prompt_ids_are_the_recorded_ones_small_or_huge():
+    """to_workload's prompt ids share one int object per small id (a long recording's prompts
+    took 28 bytes a token otherwise); ids past that table, and the reader's arrays, give the
+    same values as the line holds."""
+    lines = raw(SAMPLES[0]).split(b"\n")
+    huge = None
+    for k, line in enumerate(lines):
+        if b'"kind": "add"' in line or b'"kind":"add"' in line:
+            obj = json.loads(line)
+            if obj.get("prompt"):
+                obj["prompt"][0] = 1 << 40
+                huge = obj["id"]
+                lines[k] = json.dumps(obj).encode()
+                break
+    rec = read_recording(b"\n".join(lines))
+    want = {a["id"]: list(a["prompt"]) for a in rec.adds if a.get("prompt") is not None}
+    got = {r.id: r.prompt_token_ids for r in to_workload(rec).requests}
+    assert huge is not None and got[huge][0] == 1 << 40
+    assert all(type(got[i]) is tuple and list(got[i]) == ids for i, ids in want.items())
