@@ -28,6 +28,7 @@ PER_KIND = {"recording": 12, "fleet": 4, "llama": 8, "server_log": 40, "workload
             "trace": 20, "fleet_trace": 12, "args": 12}
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # numpy's warnings reach a user's terminal: a crash here
 @pytest.mark.parametrize("kind", list(PER_KIND))
 def test_mutants_of_every_input_run_or_are_refused_in_one_plain_line(kind, tmp_path):
     files = SOURCES[kind]

@@ -33,6 +33,13 @@ from sim.trace import Trace
 from .recording import Recording, first_difference, iter_oracle_lines, to_trace, to_workload
 
 
+def _finite_median(x: np.ndarray) -> float:
+    """The median of x's finite values; NaN when it has none (no request got that far: numpy's
+    nanmedian warns on the terminal then)."""
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if len(x) else math.nan
+
+
 def decisions(rec: Recording) -> dict:
     """Whether the simulator makes the recorded decisions at every step, and where it parts.
     Sync: each simulated line is compared with the recorded one as the simulator writes it
@@ -288,8 +295,8 @@ def predict(rec: Recording, calibration: Recording | None, form: str = "linear",
         measured, modelled = steps["measured"].to_numpy(dtype=float), predict_steps(cost, steps)
         r = sim.requests
         arrival = r["arrival_step"].to_numpy(dtype=float)
-        windows = {"ttft": np.nanmedian(r["first_token_step"].to_numpy(dtype=float) - arrival),
-                   "e2e": np.nanmedian(r["finish_step"].to_numpy(dtype=float) - arrival)}
+        windows = {"ttft": _finite_median(r["first_token_step"].to_numpy(dtype=float) - arrival),
+                   "e2e": _finite_median(r["finish_step"].to_numpy(dtype=float) - arrival)}
         windows = {k: max(1, int(round(v))) if np.isfinite(v) else 1 for k, v in windows.items()}
         factors, runs = {}, {}
         for k, w in windows.items():
