@@ -130,9 +130,20 @@ def oracle_line(st: dict, ident: dict, arrivals: dict, caching: bool) -> dict:
     return line
 
 
-# Token ids below this are taken from one list of ints, so that a long recording's prompts share
-# one int object per id (a tuple of 27,000 prompts' ids made an object of 28 bytes for each token)
-_SHARED_INTS = list(range(1 << 18))
+# Token ids below SHARED_IDS are taken from one list of ints (made on first use: 9 MB), so that a
+# long recording's prompts share one int object per id (a tuple of 27,000 prompts' ids made an
+# object of 28 bytes for each token). 2**18 holds the vocabularies of Llama 3, Qwen 2 and Gemma.
+SHARED_IDS = 1 << 18
+_shared_ints: list[int] = []
+
+
+def _shared(ids: array) -> tuple:
+    """tuple(ids), each id below SHARED_IDS the shared int object."""
+    if not ids or min(ids) < 0 or max(ids) >= SHARED_IDS:
+        return tuple(ids)
+    if not _shared_ints:
+        _shared_ints.extend(range(SHARED_IDS))
+    return tuple(map(_shared_ints.__getitem__, ids))
 
 
 def _prompt_ids(a: dict, block_size: int):
@@ -141,11 +152,7 @@ def _prompt_ids(a: dict, block_size: int):
     request's own), or None (no prompt stored)."""
     p = a.get("prompt")
     if p is not None:   # the reader's array('q') of ints (clean_add), or a list a caller made
-        if isinstance(p, array):
-            if p and 0 <= min(p) and max(p) < len(_SHARED_INTS):
-                return tuple(map(_SHARED_INTS.__getitem__, p))
-            return tuple(p)
-        return tuple(int(t) for t in p)
+        return _shared(p) if isinstance(p, array) else tuple(int(t) for t in p)
     hashes = a.get("hashes")
     if hashes is None:
         return None
