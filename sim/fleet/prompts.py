@@ -101,8 +101,7 @@ def written_ids(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]] |
     if int(ids.max()) >= 100000:
         return None
     v = ids.astype(np.int32)
-    digits = 1 + (v >= 10).view(np.int8) + (v >= 100).view(np.int8) + (v >= 1000).view(np.int8) \
-        + (v >= 10000).view(np.int8)
+    digits = _digit_counts(v)
     cells = np.empty((len(v), 6), dtype=np.uint8)   # five digits, right-aligned, and a space
     cells[:, 5] = ord(" ")
     for col in range(4, -1, -1):
@@ -115,20 +114,23 @@ def written_ids(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]] |
     return text, starts.tolist()
 
 
+def _digit_counts(v: np.ndarray) -> np.ndarray:
+    """How many decimal digits each id (>= 0) of v takes, as int64."""
+    digits = np.ones(len(v), dtype=np.int64)
+    at, top = 10, int(v.max()) if len(v) else 0
+    while at <= top:
+        digits += v >= at
+        at *= 10
+    return digits
+
+
 def written_lengths(ids: np.ndarray, bounds: list[int]) -> list[int]:
     """The length of each span's text as written_ids writes it (its ids' digits and a space
     between two), without writing it; `bounds` as written_ids' (every span holds an id)."""
     if not len(ids):
         return []
-    v = ids.astype(np.int64)
-    digits = np.ones(len(v), dtype=np.int64)
-    at = 10
-    top = int(v.max())
-    while at <= top:
-        digits += v >= at
-        at *= 10
     counts = np.diff(np.asarray(bounds, dtype=np.int64))
-    return (np.add.reduceat(digits, bounds[:-1]) + counts - 1).tolist()
+    return (np.add.reduceat(_digit_counts(ids.astype(np.int64)), bounds[:-1]) + counts - 1).tolist()
 
 
 class _Prefix:
