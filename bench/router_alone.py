@@ -19,8 +19,8 @@ reads what it read in the run, so that only the router's own work is timed:
 A router that reads the replicas it draws (power_of_two: lazy views, each replica run up to a
 decision when it is read) is not replayed.
 3. The workload's part: a second replay times, inside the router's calls, the making of the
-   request's own ids (past its shared prompt blocks) and of their text, or its length
-   (perf_counter wrappers).
+   request's own ids (past its shared prompt blocks) and of their text, or its length and first
+   bytes (perf_counter wrappers).
    The workload makes those, and a real router is sent them with the request. The part is
    printed beside the figure and is not taken out of it. The prompt is planned in the run's
    order, as the run's loop plans it, so own ids are made in batches as they are in the run.
@@ -156,7 +156,7 @@ def _replay(name: str, replicas: int, log: _Log, clock_cost: float, groups: dict
     if workload_part:
         spent["workload"] = 0.0
         depth = [0]   # one of them inside another counts once
-        for k in ("_own", "_own_text", "_own_text_len", "_own_text_head"):
+        for k in ("_own", "_own_text", "_own_text_len", "_own_text_head", "_batch_lens", "_batch_heads"):
             f = getattr(prompts, k)
 
             def timed(*a, _f=f):

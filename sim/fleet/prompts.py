@@ -124,6 +124,17 @@ def _digit_counts(v: np.ndarray) -> np.ndarray:
     return digits
 
 
+def _written_heads(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]]:
+    """The first HEAD_IDS ids of each span (all of a shorter one) written as written_ids writes
+    them: (bytes, where each span's head starts); span i's own text begins with
+    text[starts[i]:starts[i + 1] - 1]."""
+    at = np.asarray(bounds, dtype=np.int64)
+    take = np.minimum(np.diff(at), HEAD_IDS)
+    cut = np.cumsum(take)
+    index = np.repeat(at[:-1] - (cut - take), take) + np.arange(int(cut[-1]) if len(cut) else 0)
+    return written_ids(ids[index], [0] + cut.tolist())
+
+
 def written_lengths(ids: np.ndarray, bounds: list[int]) -> list[int]:
     """The length of each span's text as written_ids writes it (its ids' digits and a space
     between two), without writing it; `bounds` as written_ids' (every span holds an id)."""
@@ -399,6 +410,7 @@ OWN_BATCH = 256            # requests whose own ids are made together (one numpy
 # own ids come from one seed: 10 ids or more, of 2-5 digits and a space each (ids from other
 # seeds agree that far with a chance below 1e-40 a pair).
 OWN_TEXT_ALIKE = 64
+HEAD_IDS = OWN_TEXT_ALIKE // 3 + 1   # ids whose text holds OWN_TEXT_ALIKE - 1 bytes or more (see _own_text_head)
 
 
 class _Prompts:
@@ -429,6 +441,8 @@ class _Prompts:
         self.batch_bounds: list[int] = []
         self.batch_text = None
         self.batch_text_lens = None
+        self.batch_heads = None   # (bytes, starts): the first HEAD_IDS ids of each span written out
+        self.own_at = None        # the decision's request's span in the last batch, if its own ids are there
 
     def plan(self, requests: list) -> None:
         """The requests in the order they will be routed (their own ids are then made in batches)."""
@@ -478,10 +492,11 @@ class _Prompts:
             bounds.append(at)
             self.ahead = ahead   # what was not asked for is dropped
             self.batch_at, self.batch_bounds, self.batch_text = where, bounds, None
-            self.batch_text_lens = None
+            self.batch_text_lens = self.batch_heads = None
             got = ahead.pop(i, None)
             if got is None:
                 return own_prompt_tokens(req.id, start, end)
+        self.own_at = self.batch_at[i]   # (ahead holds the last batch's only)
         return got
 
     def _own_text(self, req) -> bytes:
@@ -504,10 +519,19 @@ class _Prompts:
         i = self._planned(req)
         got = self.batch_at.get(i) if i is not None else None
         if got is not None and self.batch_text is None:
-            if self.batch_text_lens is None:
-                self.batch_text_lens = written_lengths(self.batch_ids, self.batch_bounds)
-            return self.batch_text_lens[got]
+            lens = self.batch_text_lens
+            return (self._batch_lens() if lens is None else lens)[got]
         return len(self._own_text(req))
+
+    def _batch_lens(self) -> list[int]:
+        """The length of each own text of the last batch (counted from the ids' digits, kept)."""
+        self.batch_text_lens = written_lengths(self.batch_ids, self.batch_bounds)
+        return self.batch_text_lens
+
+    def _batch_heads(self) -> tuple[bytes, list[int]]:
+        """The first bytes of each own text of the last batch (_written_heads, kept)."""
+        self.batch_heads = _written_heads(self.batch_ids, self.batch_bounds)
+        return self.batch_heads
 
     def _own_text_head(self, req, size: int) -> bytes:
         """The first `size` bytes of _own_text(req) (there are that many), only their ids written."""
@@ -533,6 +557,7 @@ class _Prompts:
     def reset(self, req) -> None:
         self.req, self.tokens, self.hashes, self.written, self.prefix, self.rest_list = req, None, {}, None, None, None
         self.owns = {}
+        self.own_at = None
 
     def _prefix(self, req):
         """(node, tokens it covers, the ids after them) for a request made of prompt blocks, else
@@ -710,6 +735,8 @@ class _Prompts:
         A router that only compares hashes (weighted's approximate prefix index) decides the same
         with either (tests/fleet/test_prompt_memo.py)."""
         p = self._prefix(req) if req.prompt_text is None else None
+        if p is not None and self.own_at is not None:   # own ids from the last batch: its numbers at hand
+            return self._split_named_batch(req, p[0], block, max_blocks, seed)
         if p is None or self._own_span(req) is None:   # no own ids (or a cut block): all hashed
             return self.text_split(req, block, max_blocks, seed)
         node = p[0]
@@ -727,6 +754,47 @@ class _Prompts:
                     head = self._own_text_head(req, hashed * block - lead)
                     own = _chunk_hashes(carry + b" " + head if lead else head, block, hashed, last)
                     h = own[-1]
+                name = hash((h, carry, own_prompt_seed(req.id)))
+                own += [hash((name, j)) for j in range(hashed, k)]
+        if len(shared) + len(own) <= 1:
+            return None, [], []
+        return (node, key), shared, own
+
+    def _split_named_batch(self, req, node, block: int, max_blocks: int, seed: int) -> tuple:
+        """text_split_named for a request whose own ids are in the last batch: the same steps,
+        with the prefix's numbers for the rule kept on its node and the own text's length and
+        first bytes counted and written for the whole batch at once."""
+        key = (block, max_blocks, seed)
+        fulls = node.fulls
+        if fulls is None:
+            fulls = node.fulls = {}
+        rule = fulls.get(("named", key))
+        if rule is None:
+            _, last, carry, count = node.text_chain(key)
+            lead = len(carry) + 1 if node.parent is not None else 0   # the bytes before the own text
+            rule = fulls[("named", key)] = (node.text_full(key), last, carry, carry + b" " if lead else b"",
+                                            count, lead, (OWN_TEXT_ALIKE + lead - 1) // block)
+        shared, last, carry, before, count, lead, alike = rule
+        own = []
+        if count < max_blocks:
+            s = self.own_at
+            lens = self.batch_text_lens
+            if lens is None:
+                lens = self._batch_lens()
+            k = min((lead + lens[s]) // block, max_blocks - count)
+            if k > 0:
+                hashed = min(k, alike)
+                h = last
+                if hashed:
+                    heads = self.batch_heads
+                    if heads is None:
+                        heads = self._batch_heads()
+                    text, starts = heads
+                    at = starts[s]
+                    data = before + text[at:at + hashed * block - lead]   # (the head holds that many)
+                    for j in range(0, hashed * block, block):
+                        h = hash((data[j:j + block], h))
+                        own.append(h)
                 name = hash((h, carry, own_prompt_seed(req.id)))
                 own += [hash((name, j)) for j in range(hashed, k)]
         if len(shared) + len(own) <= 1:

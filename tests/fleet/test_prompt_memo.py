@@ -164,6 +164,28 @@ def test_named_own_text_blocks_are_one_exactly_where_their_hashes_are(key):
         assert any(o == {"plumless", "buckeroo"} for o in owners.values())
 
 
+@pytest.mark.parametrize("key", [(64, 256, 11), (7, 10_000, -2), (1, 400, 3), (200, 256, 0), (5_000, 4, 1)])
+def test_named_split_of_a_batch_is_the_one_made_alone(key):
+    """For requests planned (their own ids made in batches) the split is made from the batch's
+    counted lengths and written first bytes; unplanned, from the request's own ids: the same
+    hashes and names, request by request, and in another order than planned."""
+    reqs = _named_requests()
+    batch, alone = _Prompts(), _Prompts()
+    batch.plan(reqs)
+    used = 0
+    for r in reqs[:300] + reqs[350:] + reqs[300:350][::-1]:
+        batch.reset(r)
+        got = batch.text_split_named(r, *key)
+        used += batch.own_at is not None
+        alone.reset(r)
+        assert alone.own_at is None
+        made = alone.text_split_named(r, *key)
+        assert got[1:] == made[1:] and (got[0] is None) == (made[0] is None), (r, key)
+        if got[0] is not None:   # (node, rule): the nodes of two trees, of one prefix
+            assert got[0][1] == made[0][1] and [n.block for n in got[0][0].path()] == [n.block for n in made[0][0].path()]
+    assert used > 200   # most went the batch's way
+
+
 @pytest.mark.parametrize("bs", [16, 32, 5])
 def test_router_hashes_are_the_replica_schedulers(bs):
     """The chain hashes a router gets are what the replica's scheduler computes for its prefix
@@ -704,9 +726,10 @@ def test_prefix_index_match_split_is_the_plain_match():
     servers: added to a server's LRU, or out of it) and then the prompt's own hashes gives
     match over the whole list, with capacities that evict all the time and never."""
     rng = random.Random(12)
-    hits = {}
+    hits, listed = {}, {}
     for cap in (5, 30, 10_000):
         fast, plain = PrefixIndex(cap), RefPrefixIndex(cap)
+        listed[cap] = 0
         prefixes = {k: [rng.randrange(1 << 60) for _ in range(rng.randint(1, 15))] for k in range(5)}
         hits[cap] = 0
         for _ in range(500):
@@ -716,7 +739,13 @@ def test_prefix_index_match_split_is_the_plain_match():
             hits[cap] += k in fast.memo
             assert fast.match_split(k, shared, own, 6) == plain.match(shared + own, 6)
             assert fast.match_split(None, shared, own, 6) == plain.match(shared + own, 6)
+            kept, pairs = fast.match_kept(k, shared, own, 6)   # the memo's list and its servers above 0
+            assert kept == plain.match(shared + own, 6)
+            if pairs is not None:
+                listed[cap] += 1
+                assert kept is fast.memo[k][4] and pairs == [(i, m) for i, m in enumerate(kept) if m]
             server = rng.randrange(6)
             fast.add(shared + own, server)
             plain.add(shared + own, server)
     assert hits[10_000] > 400 and hits[5] < hits[30] < hits[10_000]   # the memo used; dropped as the LRUs change
+    assert listed[10_000] > 300

@@ -84,6 +84,9 @@ class PlainIndex(RefPrefixIndex):
     def match_split(self, key, shared, own, n):
         return self.match(shared + own, n)
 
+    def match_kept(self, key, shared, own, n):
+        return self.match(shared + own, n), None
+
 
 class NumpyWeighted(Weighted):
     """Weighted as it was: the numpy formula and the plain index (the reference)."""

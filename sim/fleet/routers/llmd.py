@@ -257,8 +257,14 @@ class PrefixIndex:
     def match_split(self, key, shared: list, own: list, n: int) -> list:
         """match(shared + own, n), the walk over `shared` (a prefix many prompts share, named
         by `key`) kept until a hash it read changes servers."""
+        got, pairs = self.match_kept(key, shared, own, n)
+        return got if pairs is None else list(got)
+
+    def match_kept(self, key, shared: list, own: list, n: int) -> tuple:
+        """(match_split's list, None) or, where the walk ended in the shared prefix, (the memo's
+        list: not to be changed, its (server, count) pairs of a count above 0)."""
         if key is None:
-            return self.match(shared + own, n)
+            return self.match(shared + own, n), None
         got = self.memo.get(key)
         if got is None:
             out = [0] * n
@@ -268,7 +274,7 @@ class PrefixIndex:
                 self.watch.clear()
             done = list(out)   # the match if the walk goes no further
             _add_bits(done, run_mask, run, n)
-            got = self.memo[key] = (out, run_mask, run, stopped, done)
+            got = self.memo[key] = (out, run_mask, run, stopped, done, [(i, m) for i, m in enumerate(done) if m])
             watch = self.watch
             for h in shared[:read]:
                 w = watch.get(h)
@@ -276,13 +282,13 @@ class PrefixIndex:
                     watch[h] = {key}
                 else:
                     w.add(key)
-        base, run_mask, run, stopped, done = got
+        base, run_mask, run, stopped, done, pairs = got
         if stopped or not own or own[0] not in self.servers:   # (most own hashes are nobody's)
-            return list(done)
+            return done, pairs
         out = list(base)
         run_mask, run, _, _ = self._walk(own, out, run_mask, run, n)
         _add_bits(out, run_mask, run, n)
-        return out
+        return out, None
 
 
 class _Log:
@@ -405,15 +411,23 @@ class Weighted(Router):
     def prefix_part(self, request, ctx) -> tuple:
         """(per replica: the precise score, or the approximate scorer's matched blocks, or NaN when
         prefix_weight is 0; the blocks matched over, 0 if not those; the decision's detail)."""
+        third, total_blocks, detail, pairs = self._prefix_kept(request, ctx)
+        return (third if pairs is None else list(third)), total_blocks, detail
+
+    def _prefix_kept(self, request, ctx) -> tuple:
+        """prefix_part, and where its list is the prefix index's memo (not to be changed), the
+        (replica, blocks matched) pairs of its replicas that match some; else None."""
         if self.precise:
-            return normalized_precise(ctx.cached_prefix(request)), 0, {}
+            return normalized_precise(ctx.cached_prefix(request)), 0, {}, None
         if self.wp <= 0:
-            return [NAN] * self.n, 0, {}
+            return [NAN] * self.n, 0, {}, None
         key, shared, own = self.split(request, ctx)
         self._pending = (request.id, (key, shared, own))
         total_blocks = len(shared) + len(own)
-        third = self.index.match_split(key, shared, own, self.n) if total_blocks else [0] * self.n
-        return third, total_blocks, {"prefix_blocks": total_blocks}
+        if not total_blocks:
+            return [0] * self.n, 0, {"prefix_blocks": 0}, None
+        third, pairs = self.index.match_kept(key, shared, own, self.n)
+        return third, total_blocks, {"prefix_blocks": total_blocks}, pairs
 
     def route(self, request, ctx):
         n = self.n
@@ -422,7 +436,7 @@ class Weighted(Router):
         kvs = getattr(ctx, "kv_usage", None)
         if waiting is None or kvs is None:
             waiting, kvs = list(map(_WAITING, reps)), list(map(_KV, reps))
-        third, total_blocks, detail = self.prefix_part(request, ctx)
+        third, total_blocks, detail, pairs = self._prefix_kept(request, ctx)
         lo, hi = min(waiting), max(waiting)
         wq, wk, wp = self.wq, self.wk, self.wp
         # the formulas in the class text, float by float (plain floats: at 64 replicas cheaper than
@@ -439,8 +453,12 @@ class Weighted(Router):
             else:
                 total = [wq * ((hi - w) / span) + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
         if wp > 0:
-            for i in compress(range(n), third):
-                total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])
+            if pairs is not None:   # the few replicas that match some, listed with the index's memo
+                for i, m in pairs:
+                    total[i] += wp * (m / total_blocks)
+            else:
+                for i in compress(range(n), third):
+                    total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])
         best = max(total)
         if total.count(best) == 1:
             pick, reason = total.index(best), "max_score"
