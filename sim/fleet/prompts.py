@@ -10,6 +10,7 @@ prompt's (tests/fleet/test_prompt_memo.py).
 from __future__ import annotations
 
 from array import array
+from itertools import accumulate
 
 import numpy as np
 
@@ -431,10 +432,9 @@ class _Prompts:
         self.rest_list = None   # the ids after them as a list
         self.owns: dict = {}     # block size -> _OwnChain of the ids after them
         # the requests in the order they will be routed (plan), so that the own ids of the next
-        # OWN_BATCH requests are made in one numpy pass: index in order -> ids made ahead
+        # OWN_BATCH requests are made in one numpy pass
         self.order: list | None = None
         self.where: dict[int, int] = {}
-        self.ahead: dict[int, list[int]] = {}
         # the last batch: its ids (numpy), where each request's are in it, and their text once asked
         self.batch_ids = None
         self.batch_at: dict[int, int] = {}      # request's index in order -> its span in the batch
@@ -448,7 +448,12 @@ class _Prompts:
         """The requests in the order they will be routed (their own ids are then made in batches)."""
         self.order = list(requests)
         self.where = {id(r): i for i, r in enumerate(self.order)}
-        self.ahead = {}
+        self.forget_batch()
+
+    def forget_batch(self) -> None:
+        """Drop the last batch of own ids (the next request asked for starts a new one)."""
+        self.batch_ids, self.batch_at, self.batch_bounds = None, {}, []
+        self.batch_text = self.batch_text_lens = self.batch_heads = None
 
     @staticmethod
     def _own_span(req):
@@ -473,31 +478,30 @@ class _Prompts:
         i = self._planned(req)
         if i is None:
             return own_prompt_tokens(req.id, start, end)
-        got = self.ahead.pop(i, None)
-        if got is None:
+        s = self.batch_at.get(i)
+        if s is None:   # a new batch from this request on (the last one's ids are dropped)
             idx, spans = [], []
-            for j in range(i, min(i + OWN_BATCH, len(self.order))):
-                sp = self._own_span(self.order[j])
-                if sp is not None:
-                    idx.append(j)
-                    spans.append(sp)
+            order, per_block = self.order, PROMPT_BLOCK_TOKENS
+            for j in range(i, min(i + OWN_BATCH, len(order))):
+                r = order[j]   # (_own_span, inline)
+                blocks = r.prompt_blocks
+                if blocks is not None and r.prompt_token_ids is None:
+                    n = r.prompt_len
+                    at = len(blocks) * per_block
+                    if at < n:
+                        idx.append(j)
+                        spans.append((r.id, at, n))
             flat, lens = own_prompt_tokens_flat(spans)
-            self.batch_ids = flat = flat.astype(np.uint32)   # ids < VOCAB_SIZE: the same values, as array('I') holds them
-            ahead, where, bounds, at = {}, {}, [], 0
-            for span, (j, k) in enumerate(zip(idx, lens)):
-                ahead[j] = flat[at:at + k]
-                where[j] = span
-                bounds.append(at)
-                at += k
-            bounds.append(at)
-            self.ahead = ahead   # what was not asked for is dropped
-            self.batch_at, self.batch_bounds, self.batch_text = where, bounds, None
-            self.batch_text_lens = self.batch_heads = None
-            got = ahead.pop(i, None)
-            if got is None:
+            self.forget_batch()
+            self.batch_ids = flat.astype(np.uint32)   # ids < VOCAB_SIZE: the same values, as array('I') holds them
+            self.batch_at = dict(zip(idx, range(len(idx))))
+            self.batch_bounds = [0, *accumulate(lens)]
+            s = self.batch_at.get(i)
+            if s is None:
                 return own_prompt_tokens(req.id, start, end)
-        self.own_at = self.batch_at[i]   # (ahead holds the last batch's only)
-        return got
+        self.own_at = s
+        b = self.batch_bounds
+        return self.batch_ids[b[s]:b[s + 1]]
 
     def _own_text(self, req) -> bytes:
         """The ids after the request's whole prompt blocks written out, as

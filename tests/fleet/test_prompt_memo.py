@@ -222,7 +222,7 @@ def _no_caches(monkeypatch, clear_every_decision: bool) -> None:
         def route(self, req, target=None):
             self.prompts.tree.clear()
             wl_mod.BLOCK_TOKENS.clear()
-            self.prompts.ahead = {}
+            self.prompts.forget_batch()
             return real(self, req, target)
         monkeypatch.setattr(fleet_mod.RoutingLoop, "route", route)
     else:
