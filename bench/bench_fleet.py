@@ -447,6 +447,7 @@ def main() -> None:
                     help="grid: requests/s in all (128: 2 and 4 replicas fall behind, 8 meet the SLO)")
     ap.add_argument("--no-ray", action="store_true", help="grid: local workers only")
     ap.add_argument("--rounds", type=int, default=3, help="page-sim: runs")
+    ap.add_argument("--alone-rounds", type=int, default=3, help="router-alone: replays of each router's log")
     ap.add_argument("--max-gb", type=float, default=8.0, help="address-space cap of a scale child")
     ap.add_argument("--max-min", type=float, default=20.0, help="time cap of a scale child")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
@@ -473,7 +474,7 @@ def main() -> None:
         routers = args.routers.split(",") if args.routers else router_names()
         wl = fleet_workload(args.router_replicas, args.router_requests, args.rate, args.groups)
         bench_router_alone(routers, args.router_replicas, args.router_requests, wl, cost_from_preset(COST),
-                           _clock_cost(thread_time), load)
+                           _clock_cost(thread_time), load, args.alone_rounds)
     if "profile" in only:
         bench_profile(args.profile_replicas, args.profile_requests, args.router, args.rate, args.groups)
     if "real" in only:   # the real fleets recorded here (bench/fleet_real.py)
