@@ -125,7 +125,7 @@ def _digit_counts(v: np.ndarray) -> np.ndarray:
     return digits
 
 
-def _written_heads(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]]:
+def _written_heads(ids: np.ndarray, bounds: list[int]) -> tuple[bytes, list[int]] | None:
     """The first HEAD_IDS ids of each span (all of a shorter one) written as written_ids writes
     them: (bytes, where each span's head starts); span i's own text begins with
     text[starts[i]:starts[i + 1] - 1]."""
@@ -454,6 +454,7 @@ class _Prompts:
         """Drop the last batch of own ids (the next request asked for starts a new one)."""
         self.batch_ids, self.batch_at, self.batch_bounds = None, {}, []
         self.batch_text = self.batch_text_lens = self.batch_heads = None
+        self.own_at = None
 
     @staticmethod
     def _own_span(req):
@@ -532,9 +533,10 @@ class _Prompts:
         self.batch_text_lens = written_lengths(self.batch_ids, self.batch_bounds)
         return self.batch_text_lens
 
-    def _batch_heads(self) -> tuple[bytes, list[int]]:
-        """The first bytes of each own text of the last batch (_written_heads, kept)."""
-        self.batch_heads = _written_heads(self.batch_ids, self.batch_bounds)
+    def _batch_heads(self) -> tuple[bytes, list[int]] | bool:
+        """The first bytes of each own text of the last batch (_written_heads, kept; False if an
+        id is past what written_ids writes)."""
+        self.batch_heads = _written_heads(self.batch_ids, self.batch_bounds) or False
         return self.batch_heads
 
     def _own_text_head(self, req, size: int) -> bytes:
@@ -740,7 +742,9 @@ class _Prompts:
         with either (tests/fleet/test_prompt_memo.py)."""
         p = self._prefix(req) if req.prompt_text is None else None
         if p is not None and self.own_at is not None:   # own ids from the last batch: its numbers at hand
-            return self._split_named_batch(req, p[0], block, max_blocks, seed)
+            got = self._split_named_batch(req, p[0], block, max_blocks, seed)
+            if got is not None:
+                return got
         if p is None or self._own_span(req) is None:   # no own ids (or a cut block): all hashed
             return self.text_split(req, block, max_blocks, seed)
         node = p[0]
@@ -767,7 +771,7 @@ class _Prompts:
     def _split_named_batch(self, req, node, block: int, max_blocks: int, seed: int) -> tuple:
         """text_split_named for a request whose own ids are in the last batch: the same steps,
         with the prefix's numbers for the rule kept on its node and the own text's length and
-        first bytes counted and written for the whole batch at once."""
+        first bytes counted and written for the whole batch at once (None where they cannot be)."""
         key = (block, max_blocks, seed)
         fulls = node.fulls
         if fulls is None:
@@ -793,6 +797,8 @@ class _Prompts:
                     heads = self.batch_heads
                     if heads is None:
                         heads = self._batch_heads()
+                    if not heads:   # (an id written_ids cannot write: the request's own ids then)
+                        return None
                     text, starts = heads
                     at = starts[s]
                     data = before + text[at:at + hashed * block - lead]   # (the head holds that many)

@@ -164,6 +164,24 @@ def test_named_own_text_blocks_are_one_exactly_where_their_hashes_are(key):
         assert any(o == {"plumless", "buckeroo"} for o in owners.values())
 
 
+def test_written_heads_are_each_spans_first_ids_written():
+    """The batch's first bytes of each own text: its first HEAD_IDS ids (all of a shorter span)
+    written as the request's own text begins; spans of 1 id to hundreds, 1-digit to 5-digit ids."""
+    import numpy as np
+    rng = random.Random(5)
+    lens = [1, 2, 21, 22, 23, 400] + [rng.randint(1, 60) for _ in range(40)]
+    spans = [[rng.choice((0, 7, 10, 99, 100, 31999, rng.randrange(32000))) for _ in range(k)] for k in lens]
+    bounds = [0]
+    for sp in spans:
+        bounds.append(bounds[-1] + len(sp))
+    text, starts = prompts_mod._written_heads(np.array(sum(spans, []), dtype=np.uint32), bounds)
+    assert len(starts) == len(spans) + 1
+    for i, sp in enumerate(spans):
+        head = text[starts[i]:starts[i + 1] - 1]
+        assert head == " ".join(map(str, sp[:prompts_mod.HEAD_IDS])).encode(), i
+        assert len(head) >= min(prompts_mod.OWN_TEXT_ALIKE - 1, len(" ".join(map(str, sp)))) or min(sp) < 10
+
+
 @pytest.mark.parametrize("key", [(64, 256, 11), (7, 10_000, -2), (1, 400, 3), (200, 256, 0), (5_000, 4, 1)])
 def test_named_split_of_a_batch_is_the_one_made_alone(key):
     """For requests planned (their own ids made in batches) the split is made from the batch's
