@@ -482,16 +482,11 @@ class _Prompts:
         s = self.batch_at.get(i)
         if s is None:   # a new batch from this request on (the last one's ids are dropped)
             idx, spans = [], []
-            order, per_block = self.order, PROMPT_BLOCK_TOKENS
-            for j in range(i, min(i + OWN_BATCH, len(order))):
-                r = order[j]   # (_own_span, inline)
-                blocks = r.prompt_blocks
-                if blocks is not None and r.prompt_token_ids is None:
-                    n = r.prompt_len
-                    at = len(blocks) * per_block
-                    if at < n:
-                        idx.append(j)
-                        spans.append((r.id, at, n))
+            for j in range(i, min(i + OWN_BATCH, len(self.order))):
+                sp = self._own_span(self.order[j])
+                if sp is not None:
+                    idx.append(j)
+                    spans.append(sp)
             flat, lens = own_prompt_tokens_flat(spans)
             self.forget_batch()
             self.batch_ids = flat.astype(np.uint32)   # ids < VOCAB_SIZE: the same values, as array('I') holds them
@@ -520,9 +515,11 @@ class _Prompts:
 
     def _own_text_len(self, req) -> int:
         """len(self._own_text(req)), counted from the ids' digits (for the last batch, all of its
-        requests' at once), the text not written."""
-        i = self._planned(req)
-        got = self.batch_at.get(i) if i is not None else None
+        requests' at once), the text not written. req: the decision's request."""
+        got = self.own_at
+        if got is None:
+            i = self._planned(req)
+            got = self.batch_at.get(i) if i is not None else None
         if got is not None and self.batch_text is None:
             lens = self.batch_text_lens
             return (self._batch_lens() if lens is None else lens)[got]
@@ -540,7 +537,17 @@ class _Prompts:
         return self.batch_heads
 
     def _own_text_head(self, req, size: int) -> bytes:
-        """The first `size` bytes of _own_text(req) (there are that many), only their ids written."""
+        """The first `size` bytes of _own_text(req) (there are that many, and at most
+        OWN_TEXT_ALIKE - 1), only their ids written: for a request of the last batch, cut from its
+        requests' first ids written at once. req: the decision's request."""
+        s = self.own_at
+        if s is not None:
+            heads = self.batch_heads
+            if heads is None:
+                heads = self._batch_heads()
+            if heads:
+                text, starts = heads
+                return text[starts[s]:starts[s] + size]
         ids = self.prefix[2][:size // 3 + 1]   # each id 2 digits or more, and a space
         return _written_vocab(ids if isinstance(ids, list) else ids.tolist()).encode()[:size]
 
@@ -741,26 +748,19 @@ class _Prompts:
         A router that only compares hashes (weighted's approximate prefix index) decides the same
         with either (tests/fleet/test_prompt_memo.py)."""
         p = self._prefix(req) if req.prompt_text is None else None
-        if p is not None and self.own_at is not None:   # own ids from the last batch: its numbers at hand
-            got = self._split_named_batch(req, p[0], block, max_blocks, seed)
-            if got is not None:
-                return got
-        if p is None or self._own_span(req) is None:   # no own ids (or a cut block): all hashed
+        if p is None or (self.own_at is None and self._own_span(req) is None):   # no own ids (or a cut block)
             return self.text_split(req, block, max_blocks, seed)
         node = p[0]
         key = (block, max_blocks, seed)
-        shared = node.text_full(key)
-        _, last, carry, count = node.text_chain(key)
+        shared, last, carry, before, count, lead, alike = self._named_rule(node, key)
         own = []
         if count < max_blocks:
-            lead = len(carry) + 1 if node.parent is not None else 0   # the bytes before the own text
             k = min((lead + self._own_text_len(req)) // block, max_blocks - count)
             if k > 0:
-                hashed = min(k, (OWN_TEXT_ALIKE + lead - 1) // block)
+                hashed = min(k, alike)
                 h = last
                 if hashed:
-                    head = self._own_text_head(req, hashed * block - lead)
-                    own = _chunk_hashes(carry + b" " + head if lead else head, block, hashed, last)
+                    own = _chunk_hashes(before + self._own_text_head(req, hashed * block - lead), block, hashed, last)
                     h = own[-1]
                 name = hash((h, carry, own_prompt_seed(req.id)))
                 own += [hash((name, j)) for j in range(hashed, k)]
@@ -768,45 +768,19 @@ class _Prompts:
             return None, [], []
         return (node, key), shared, own
 
-    def _split_named_batch(self, req, node, block: int, max_blocks: int, seed: int) -> tuple:
-        """text_split_named for a request whose own ids are in the last batch: the same steps,
-        with the prefix's numbers for the rule kept on its node and the own text's length and
-        first bytes counted and written for the whole batch at once (None where they cannot be)."""
-        key = (block, max_blocks, seed)
+    @staticmethod
+    def _named_rule(node, key: tuple) -> tuple:
+        """text_split_named's numbers of the prefix for the rule `key`, kept on its node: (its text
+        hashes, the last hash, the bytes after it, those and a space where own text follows
+        them, blocks so far, how many bytes come before the own text, the blocks that end in
+        the own text's first OWN_TEXT_ALIKE bytes)."""
         fulls = node.fulls
         if fulls is None:
             fulls = node.fulls = {}
         rule = fulls.get(("named", key))
         if rule is None:
             _, last, carry, count = node.text_chain(key)
-            lead = len(carry) + 1 if node.parent is not None else 0   # the bytes before the own text
+            lead = len(carry) + 1 if node.parent is not None else 0
             rule = fulls[("named", key)] = (node.text_full(key), last, carry, carry + b" " if lead else b"",
-                                            count, lead, (OWN_TEXT_ALIKE + lead - 1) // block)
-        shared, last, carry, before, count, lead, alike = rule
-        own = []
-        if count < max_blocks:
-            s = self.own_at
-            lens = self.batch_text_lens
-            if lens is None:
-                lens = self._batch_lens()
-            k = min((lead + lens[s]) // block, max_blocks - count)
-            if k > 0:
-                hashed = min(k, alike)
-                h = last
-                if hashed:
-                    heads = self.batch_heads
-                    if heads is None:
-                        heads = self._batch_heads()
-                    if not heads:   # (an id written_ids cannot write: the request's own ids then)
-                        return None
-                    text, starts = heads
-                    at = starts[s]
-                    data = before + text[at:at + hashed * block - lead]   # (the head holds that many)
-                    for j in range(0, hashed * block, block):
-                        h = hash((data[j:j + block], h))
-                        own.append(h)
-                name = hash((h, carry, own_prompt_seed(req.id)))
-                own += [hash((name, j)) for j in range(hashed, k)]
-        if len(shared) + len(own) <= 1:
-            return None, [], []
-        return (node, key), shared, own
+                                            count, lead, (OWN_TEXT_ALIKE + lead - 1) // key[0])
+        return rule
