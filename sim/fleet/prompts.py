@@ -502,9 +502,9 @@ class _Prompts:
     def _own_text(self, req) -> bytes:
         """The ids after the request's whole prompt blocks written out, as
         _written_vocab(self.rest(req)).encode() gives them: for a request of the last batch, cut
-        from its text (written for the whole batch at once when first asked)."""
-        i = self._planned(req)
-        got = self.batch_at.get(i) if i is not None else None
+        from its text (written for the whole batch at once when first asked). req: the decision's
+        request, its prefix known."""
+        got = self.own_at
         if got is not None:
             if self.batch_text is None:
                 self.batch_text = written_ids(self.batch_ids, self.batch_bounds) or False
@@ -515,11 +515,8 @@ class _Prompts:
 
     def _own_text_len(self, req) -> int:
         """len(self._own_text(req)), counted from the ids' digits (for the last batch, all of its
-        requests' at once), the text not written. req: the decision's request."""
+        requests' at once), the text not written. req: the decision's request, its prefix known."""
         got = self.own_at
-        if got is None:
-            i = self._planned(req)
-            got = self.batch_at.get(i) if i is not None else None
         if got is not None and self.batch_text is None:
             lens = self.batch_text_lens
             return (self._batch_lens() if lens is None else lens)[got]
@@ -539,7 +536,7 @@ class _Prompts:
     def _own_text_head(self, req, size: int) -> bytes:
         """The first `size` bytes of _own_text(req) (there are that many, and at most
         OWN_TEXT_ALIKE - 1), only their ids written: for a request of the last batch, cut from its
-        requests' first ids written at once. req: the decision's request."""
+        requests' first ids written at once. req: the decision's request, its prefix known."""
         s = self.own_at
         if s is not None:
             heads = self.batch_heads
