@@ -7,7 +7,8 @@ reads what it read in the run, so that only the router's own work is timed:
 
 1. Record: the fleet is run as usual (Digest, no scores kept), and every call the loop makes
    to the router is logged in order (route, dispatched, released, prefill_done), with what a
-   decision reads of the fleet: the time, the in-flight counts, a copy of every replica's view,
+   decision reads of the fleet: the time, the in-flight counts, a copy of every replica's view
+   and which views the loop refreshed since the last decision (ctx.signals_changed),
    the answers of ctx.cached_blocks, and the KV events that the fleet-wide prefix index took in
    between two calls.
 2. Replay: a fresh router of the same settings and seed, a fresh prompt cache (_Prompts) and a
@@ -39,7 +40,7 @@ CALLS = ("route", "dispatched", "released", "prefill_done")
 
 class _Log:
     def __init__(self):
-        self.events: list = []   # ("route", req, t, in_flight, views) | (call, req, replica, time) | ("kv", i, h, present)
+        self.events: list = []   # ("route", req, t, in_flight, views, signals changed) | (call, req, replica, time) | ("kv", i, h, present)
         self.blocks: list = []   # ctx.cached_blocks' answers to the router, in order
         self.prefix: list = []   # ctx.cached_prefix's, where the loop has no prefix index to replay
         self.inside = False
@@ -67,7 +68,8 @@ def _record(name: str, wl, replicas: int, cost):
             if k == "route":
                 req, ctx = a
                 views = None if lazy[0] else [copy.copy(v) for v in ctx.replicas]
-                log.events.append(("route", req, ctx.time, list(ctx.in_flight), views))
+                changed = None if ctx.signals_changed is None else list(ctx.signals_changed)
+                log.events.append(("route", req, ctx.time, list(ctx.in_flight), views, changed))
                 log.inside = True
                 try:
                     return f(self, *a)
@@ -181,8 +183,8 @@ def _replay(name: str, replicas: int, log: _Log, clock_cost: float, groups: dict
                 w(e[2], e[3])
             continue
         if kind == "route":
-            _, req, t, in_flight, vs = e
-            ctx.time, ctx._in_flight = t, in_flight
+            _, req, t, in_flight, vs, changed = e
+            ctx.time, ctx._in_flight, ctx.signals_changed = t, in_flight, changed
             if vs is not None:
                 views[:] = vs
                 ctx.waiting = [v.waiting for v in vs]   # the lists the loop keeps beside its views

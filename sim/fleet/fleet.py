@@ -163,6 +163,7 @@ class RoutingLoop:
         # reading every replica's reads two lists, not 64 objects)
         self.ctx.waiting = [b.view.waiting for b in backends]
         self.ctx.kv_usage = [b.view.kv_usage for b in backends]
+        self.ctx.signals_changed = list(range(n))   # those refreshed since the last decision (_refresh)
         self.indexes = self._prefix_indexes() if router.reads_prefix_cache else None
         if self.indexes is not None:
             self.ctx.cached_prefix = self._cached_prefix
@@ -256,6 +257,7 @@ class RoutingLoop:
             v.waiting, v.running, v.used_blocks = w, r, used
             v.kv_usage = kv = used / v.num_blocks if v.num_blocks else 0.0
             waiting[i], kv_usage[i] = w, kv
+        self.ctx.signals_changed.extend(which)
 
     def _schedule(self, i: int) -> None:
         """Note when backend i next has a step to run (a heap entry; older ones go stale)."""
@@ -399,7 +401,10 @@ class RoutingLoop:
             self._bring_up_to(t)
         self.ctx.time = t
         self.prompts.reset(req)
+        changed = self.ctx.signals_changed
+        seen = len(changed)
         d = self.router.route(req, self.ctx)
+        del changed[:seen]   # (a lazy view refreshed inside route stays listed for the next decision)
         if not (isinstance(d.replica, int) and 0 <= d.replica < len(self.backends)):
             raise RuntimeError(f"router {self.router.name} picked replica {d.replica!r} of {len(self.backends)}")
         go = d.replica if target is None else target

@@ -74,6 +74,10 @@ class RouterContext:
         self.prompt_text = prompt_text
         # every replica's cached_blocks at once (the loop answers it from its fleet-wide index)
         self.cached_prefix = lambda req: [cached_blocks(i, req) for i in range(len(self.replicas))]
+        # the replicas whose engine signals (the views' waiting, running, KV use) may have changed
+        # since the last decision, where the loop keeps that list (None: any may have): a router
+        # may keep what it made of the others' signals (weighted's queue and KV terms)
+        self.signals_changed: list[int] | None = None
 
 
     @property

@@ -124,24 +124,37 @@ CONFIGS = [({}, False), ({"lru_capacity_per_server": 300}, True), ({"lru_capacit
            ({"prefix_weight": 0}, False)]
 
 
+@pytest.mark.parametrize("refresh", [15.0, 0.0], ids=["stale", "exact"])
 @pytest.mark.parametrize("record", [True, False], ids=["scores", "no-scores"])
 @pytest.mark.parametrize("config,evicts", CONFIGS)
-def test_weighted_fleet_is_the_numpy_router(config, evicts, record, monkeypatch):
+def test_weighted_fleet_is_the_numpy_router(config, evicts, record, refresh, monkeypatch):
     """A fleet under weighted is the numpy router's with the plain index to the byte (routes,
-    scores, ties drawn, every replica's trace), the LRUs evicting where the capacity is small."""
+    scores, ties drawn, every replica's trace), the LRUs evicting where the capacity is small;
+    with exact signals, most decisions make the queue and KV terms again only for the replicas
+    the loop refreshed (Weighted._queue_kv), with stale ones none between two refreshes."""
     wl = chat(n=240, rate_per_s=80.0, groups=6)
-    s = FleetSettings(replicas=6, router="weighted", router_config=config, seed=3, refresh_interval=15.0,
+    s = FleetSettings(replicas=6, router="weighted", router_config=config, seed=3, refresh_interval=refresh,
                       record_scores=record)
-    made = []
+    made, kept = [], []
     real = fleet_mod.make_router
+    terms = Weighted._terms
 
     def keep(*args):
         made.append(real(*args))
         return made[-1]
+
+    def counted(self, base, which, *a):
+        kept.append(len(which) < self.n)
+        return terms(self, base, which, *a)
     monkeypatch.setattr(fleet_mod, "make_router", keep)
+    monkeypatch.setattr(Weighted, "_terms", counted)
     fast = simulate_fleet(wl, s, cost=MS)
     fast_digest = simulate_fleet(wl, s, cost=MS, digest=True)
     assert bool(made[0].index.full) == evicts
+    if refresh == 0.0:   # some decisions made a few replicas' terms only, some every one's
+        assert 0 < sum(kept) < len(kept)
+    else:   # all of them after a refresh, none in between (two runs of 240 decisions)
+        assert not any(kept) and len(kept) < 2 * 240
     monkeypatch.setattr(fleet_mod, "make_router", lambda n, k, c, seed: NumpyWeighted(k, c, seed))
     plain = simulate_fleet(wl, s, cost=MS)
     plain_digest = simulate_fleet(wl, s, cost=MS, digest=True)

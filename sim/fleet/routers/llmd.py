@@ -383,6 +383,9 @@ class Weighted(Router):
         self.model_hash = hash(("model", c["model"]))
         self._pending = (None, None)
         self.everyone = tuple(range(self.n))
+        # _queue_kv's terms kept between decisions, the (shortest, longest) queue they were made
+        # with, and the queue term of each length (None: all the same; False: not tabled)
+        self._base, self._span, self._q = None, None, None
 
     def split(self, request, ctx) -> tuple:
         """(key, shared, own): the text's hashes as a prefix shared with other prompts (named by
@@ -429,6 +432,49 @@ class Weighted(Router):
         third, pairs = self.index.match_kept(key, shared, own, self.n)
         return third, total_blocks, {"prefix_blocks": total_blocks}, pairs
 
+    def _queue_kv(self, waiting: list, kvs: list, changed) -> list:
+        """Every replica's queue and KV terms summed (wq x queue score + wk x KV score), kept
+        between decisions: only the replicas in `changed` (those whose signals the loop refreshed
+        since the last decision; None: not known) are made again, while the shortest and longest
+        queues stay the same (the queue score of every replica depends on them). Each is the
+        same float, made by the same operations, as in a pass over all of them."""
+        lo, hi = min(waiting), max(waiting)
+        base = self._base
+        if base is not None and changed is not None and self._span == (lo, hi) and 2 * len(changed) <= self.n:
+            if changed:
+                self._terms(base, changed, waiting, kvs)
+            return base
+        self._span = (lo, hi)
+        wq = self.wq
+        if hi == lo:
+            self._q = None
+        elif 0 <= lo and hi <= QUEUE_TABLE:   # each queue length's term once (a few lengths, 64 replicas)
+            span = float(hi - lo)
+            self._q = [wq * ((hi - w) / span) for w in range(hi + 1)]
+        else:
+            self._q = False
+        base = self._base = [0.0] * self.n
+        self._terms(base, range(self.n), waiting, kvs)
+        return base
+
+    def _terms(self, base: list, which, waiting: list, kvs: list) -> None:
+        """base[i] = wq x queue score + wk x KV score for each i in `which` (the formulas in the
+        class text, float by float: plain floats, at 64 replicas cheaper than numpy's, whose
+        float64 operations they are)."""
+        wq, wk, q = self.wq, self.wk, self._q
+        if q is None:   # every queue the same length: queue score 1.0
+            wq1 = wq * 1.0
+            for i in which:
+                base[i] = wq1 + wk * (1.0 - kvs[i])
+        elif q:
+            for i in which:
+                base[i] = q[waiting[i]] + wk * (1.0 - kvs[i])
+        else:
+            lo, hi = self._span
+            span = float(hi - lo)
+            for i in which:
+                base[i] = wq * ((hi - waiting[i]) / span) + wk * (1.0 - kvs[i])
+
     def route(self, request, ctx):
         n = self.n
         reps = ctx.replicas
@@ -437,28 +483,18 @@ class Weighted(Router):
         if waiting is None or kvs is None:
             waiting, kvs = list(map(_WAITING, reps)), list(map(_KV, reps))
         third, total_blocks, detail, pairs = self._prefix_kept(request, ctx)
-        lo, hi = min(waiting), max(waiting)
-        wq, wk, wp = self.wq, self.wk, self.wp
-        # the formulas in the class text, float by float (plain floats: at 64 replicas cheaper than
-        # numpy's, whose float64 operations they are); a replica with prefix score 0 adds wp x 0.0,
-        # which changes no total (none is -0.0), so only those with one are added to
-        if hi == lo:
-            wq1 = wq * 1.0
-            total = [wq1 + wk * (1.0 - k) for k in kvs]
-        else:
-            span = float(hi - lo)
-            if 0 <= lo and hi <= QUEUE_TABLE:   # each queue length's term once (a few lengths, 64 replicas)
-                q = [wq * ((hi - w) / span) for w in range(hi + 1)]
-                total = [q[w] + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
-            else:
-                total = [wq * ((hi - w) / span) + wk * (1.0 - k) for w, k in zip(waiting, kvs)]
-        if wp > 0:
+        base = self._queue_kv(waiting, kvs, getattr(ctx, "signals_changed", None))
+        wp = self.wp
+        if wp > 0 and (pairs is None or pairs):
+            total = base.copy()
             if pairs is not None:   # the few replicas that match some, listed with the index's memo
                 for i, m in pairs:
                     total[i] += wp * (m / total_blocks)
             else:
                 for i in compress(range(n), third):
                     total[i] += wp * (third[i] / total_blocks if total_blocks else third[i])
+        else:
+            total = base.copy() if ctx.record_scores else base
         best = max(total)
         if total.count(best) == 1:
             pick, reason = total.index(best), "max_score"
