@@ -162,3 +162,30 @@ def test_weighted_fleet_is_the_numpy_router(config, evicts, record, refresh, mon
     assert fast.to_bytes() == plain.to_bytes()
     assert fast_digest.routes.equals(plain_digest.routes)
     assert fast.routes["reason"].nunique() >= 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kept_queue_and_kv_terms_are_a_fresh_pass(seed):
+    """Weighted._queue_kv told which replicas' signals changed (and a few more) gives, decision
+    after decision, the very floats of a pass over every replica: queues that come and go at
+    the shortest and the longest, past the queue table, the shortest moving too."""
+    rng = random.Random(seed)
+    n = 16
+    kept = Weighted(n, {"queue_weight": 2.0, "kv_weight": 1.7})
+    waiting, kvs = [0] * n, [0.0] * n
+    partial = 0
+    for step in range(3000):
+        changed = rng.sample(range(n), rng.choice([0, 1, 1, 2, 3, 5, 9]))
+        for i in changed:
+            r = rng.random()
+            waiting[i] = 0 if r < 0.6 else rng.randint(1, 4) if r < 0.95 else rng.randint(60, 90)
+            kvs[i] = rng.random()
+        if step % 500 > 400:   # a stretch where no queue is empty: the shortest is not 0
+            waiting = [w + 1 for w in waiting]
+            changed = list(range(n))
+        told = changed + rng.sample(range(n), rng.choice([0, 0, 1]))   # a replica listed that did not change
+        partial += 2 * len(told) <= n
+        got = kept._queue_kv(list(waiting), list(kvs), told)
+        fresh = Weighted(n, {"queue_weight": 2.0, "kv_weight": 1.7})._queue_kv(waiting, kvs, None)
+        assert [x.hex() for x in got] == [x.hex() for x in fresh]
+    assert partial > 2000

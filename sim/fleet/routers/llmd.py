@@ -384,8 +384,9 @@ class Weighted(Router):
         self._pending = (None, None)
         self.everyone = tuple(range(self.n))
         # _queue_kv's terms kept between decisions, the (shortest, longest) queue they were made
-        # with, and the queue term of each length (None: all the same; False: not tabled)
-        self._base, self._span, self._q = None, None, None
+        # with, the queue term of each length (None: all the same; False: not tabled), the
+        # replicas whose queue was not the shortest when their term was made
+        self._base, self._span, self._q, self._off = None, None, None, set()
 
     def split(self, request, ctx) -> tuple:
         """(key, shared, own): the text's hashes as a prefix shared with other prompts (named by
@@ -434,28 +435,44 @@ class Weighted(Router):
 
     def _queue_kv(self, waiting: list, kvs: list, changed) -> list:
         """Every replica's queue and KV terms summed (wq x queue score + wk x KV score), kept
-        between decisions: only the replicas in `changed` (those whose signals the loop refreshed
-        since the last decision; None: not known) are made again, while the shortest and longest
-        queues stay the same (the queue score of every replica depends on them). Each is the
-        same float, made by the same operations, as in a pass over all of them."""
+        between decisions. Made again: the replicas in `changed` (those whose signals the loop
+        refreshed since the last decision; None: not known), and when the longest queue moves,
+        those whose queue is not the shortest; every one when the shortest moves. A replica at
+        the shortest queue has queue score (hi - lo) / (hi - lo) = 1.0 exactly, whatever the
+        longest: its term is the same float. Each is the same float, made by the same
+        operations, as in a pass over all of them."""
         lo, hi = min(waiting), max(waiting)
         base = self._base
-        if base is not None and changed is not None and self._span == (lo, hi) and 2 * len(changed) <= self.n:
-            if changed:
-                self._terms(base, changed, waiting, kvs)
+        if base is None or changed is None or lo != self._span[0] or 2 * len(changed) > self.n:
+            self._set_span(lo, hi)
+            base = self._base = [0.0] * self.n
+            self._terms(base, range(self.n), waiting, kvs)
+            self._off = set(compress(range(self.n), map(lo.__ne__, waiting)))
             return base
+        off = self._off
+        if hi != self._span[1]:
+            self._set_span(lo, hi)
+            redo = off.union(changed)
+        else:
+            redo = changed
+        if redo:
+            self._terms(base, redo, waiting, kvs)
+        if changed:
+            off.difference_update(changed)
+            off.update(compress(changed, map(lo.__ne__, map(waiting.__getitem__, changed))))
+        return base
+
+    def _set_span(self, lo: int, hi: int) -> None:
+        """The shortest and longest queue, and the queue term of each length (None: all the
+        same; False: not tabled)."""
         self._span = (lo, hi)
-        wq = self.wq
         if hi == lo:
             self._q = None
         elif 0 <= lo and hi <= QUEUE_TABLE:   # each queue length's term once (a few lengths, 64 replicas)
             span = float(hi - lo)
-            self._q = [wq * ((hi - w) / span) for w in range(hi + 1)]
+            self._q = [self.wq * ((hi - w) / span) for w in range(hi + 1)]
         else:
             self._q = False
-        base = self._base = [0.0] * self.n
-        self._terms(base, range(self.n), waiting, kvs)
-        return base
 
     def _terms(self, base: list, which, waiting: list, kvs: list) -> None:
         """base[i] = wq x queue score + wk x KV score for each i in `which` (the formulas in the
