@@ -172,15 +172,18 @@ def test_kept_queue_and_kv_terms_are_a_fresh_pass(seed):
     rng = random.Random(seed)
     n = 16
     kept = Weighted(n, {"queue_weight": 2.0, "kv_weight": 1.7})
+    lows = set()
     waiting, kvs = [0] * n, [0.0] * n
     partial = 0
     for step in range(3000):
-        changed = rng.sample(range(n), rng.choice([0, 1, 1, 2, 3, 5, 9]))
+        stretch = step % 500 > 300   # no queue drawn empty: the shortest moves up, then down again
+        changed = rng.sample(range(n), rng.choice([0, 1, 1, 2, 3, 5, 9 if stretch else 6]))
         for i in changed:
             r = rng.random()
-            waiting[i] = 0 if r < 0.6 else rng.randint(1, 4) if r < 0.95 else rng.randint(60, 90)
+            waiting[i] = (0 if r < 0.6 and not stretch else rng.randint(1, 4) if r < 0.95
+                          else rng.randint(60, 90))
             kvs[i] = rng.random()
-        if step % 500 > 400:   # a stretch where no queue is empty: the shortest is not 0
+        if step % 700 == 699:   # every queue one longer, all of them told
             waiting = [w + 1 for w in waiting]
             changed = list(range(n))
         told = changed + rng.sample(range(n), rng.choice([0, 0, 1]))   # a replica listed that did not change
@@ -188,4 +191,6 @@ def test_kept_queue_and_kv_terms_are_a_fresh_pass(seed):
         got = kept._queue_kv(list(waiting), list(kvs), told)
         fresh = Weighted(n, {"queue_weight": 2.0, "kv_weight": 1.7})._queue_kv(waiting, kvs, None)
         assert [x.hex() for x in got] == [x.hex() for x in fresh]
+        lows.add(min(waiting))
+    assert lows >= {0, 1, 2}   # the shortest queue moved
     assert partial > 2000

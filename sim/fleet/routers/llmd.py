@@ -440,16 +440,22 @@ class Weighted(Router):
         those whose queue is not the shortest; every one when the shortest moves. A replica at
         the shortest queue has queue score (hi - lo) / (hi - lo) = 1.0 exactly, whatever the
         longest: its term is the same float. Each is the same float, made by the same
-        operations, as in a pass over all of them."""
-        lo, hi = min(waiting), max(waiting)
+        operations, as in a pass over all of them. The shortest and longest queues are found
+        from `changed` and the replicas above the shortest (`_off`, a few), not from all."""
         base = self._base
-        if base is None or changed is None or lo != self._span[0] or 2 * len(changed) > self.n:
-            self._set_span(lo, hi)
-            base = self._base = [0.0] * self.n
-            self._terms(base, range(self.n), waiting, kvs)
-            self._off = set(compress(range(self.n), map(lo.__ne__, waiting)))
-            return base
+        if base is None or changed is None or 2 * len(changed) > self.n:
+            return self._all_terms(waiting, kvs)
         off = self._off
+        lo = self._span[0]
+        if changed:
+            now = list(map(waiting.__getitem__, changed))
+            if min(now) < lo:   # a new shortest queue
+                return self._all_terms(waiting, kvs)
+            off.difference_update(changed)
+            off.update(compress(changed, now) if lo == 0 else compress(changed, map(lo.__ne__, now)))
+            if len(off) == self.n:   # none left at the shortest: it moved up
+                return self._all_terms(waiting, kvs)
+        hi = max(map(waiting.__getitem__, off)) if off else lo
         if hi != self._span[1]:
             self._set_span(lo, hi)
             redo = off.union(changed)
@@ -457,9 +463,15 @@ class Weighted(Router):
             redo = changed
         if redo:
             self._terms(base, redo, waiting, kvs)
-        if changed:
-            off.difference_update(changed)
-            off.update(compress(changed, map(lo.__ne__, map(waiting.__getitem__, changed))))
+        return base
+
+    def _all_terms(self, waiting: list, kvs: list) -> list:
+        """_queue_kv's pass over every replica."""
+        lo, hi = min(waiting), max(waiting)
+        self._set_span(lo, hi)
+        base = self._base = [0.0] * self.n
+        self._terms(base, range(self.n), waiting, kvs)
+        self._off = set(compress(range(self.n), map(lo.__ne__, waiting)))
         return base
 
     def _set_span(self, lo: int, hi: int) -> None:
