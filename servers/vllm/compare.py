@@ -152,7 +152,12 @@ def busy_periods(trace: Trace) -> Trace:
 
 def fit_cost(rec: Recording, form: str = "linear") -> CostModel:
     """The cost model fitted on rec's busy steps (form: sim.cost.COST_FORMS; "linear" a CalibratedCost)."""
-    cost, _ = calibrate(busy_periods(to_trace(rec)), form=form)
+    return fit_cost_trace(to_trace(rec), form)
+
+
+def fit_cost_trace(trace: Trace, form: str = "linear") -> CostModel:
+    """fit_cost on a recording's Trace (to_trace, on the recording's own clock)."""
+    cost, _ = calibrate(busy_periods(trace), form=form)
     return cost
 
 

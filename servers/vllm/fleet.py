@@ -63,7 +63,7 @@ class FleetReplica:
     index: int                 # in the router's worker order (the order the recordings were given)
     name: str                  # the file's stem ("rec-8101"), unique within the fleet
     path: str
-    recording: Recording       # as read (times on its own clock)
+    header: dict               # the recording's header line
     trace: Trace               # to_trace, times in ms on the fleet clock
     workload: Workload         # to_workload(timed=True) on the fleet clock, with prompt_text where known
     decisions: dict            # the simulator's verdict, as `sim vllm --json` gives it
@@ -71,6 +71,8 @@ class FleetReplica:
     # the rules it ran under (recording.mode_config: vllm_version, async_scheduling), for simulating
     # it; a vLLM without rules here keeps its own version, which simulating refuses in one sentence
     mode: dict = field(default_factory=dict)
+    own_trace: Trace | None = None   # to_trace on the recording's own clock (what a cost model is fitted on)
+    ended: bool = False        # the recorder closed the file (Recording.ended)
 
 
 @dataclass(frozen=True)
@@ -207,22 +209,65 @@ def _text(ids, vocab: dict[int, str]) -> str | None:
         return None
 
 
-def _workload(rec: Recording, offset_ms: float, vocab, warn, mode: dict) -> Workload:
+def _workload(rec: Recording, vocab, warn, mode: dict) -> tuple[Workload, dict | None]:
+    """(to_workload(timed=True) on the recording's own clock, each prompt's text by request id
+    where vocab is given, else None)."""
     wl = to_workload(rec, timed=True, mode=mode)
+    if vocab is None:
+        return wl, None
     ids = {a["id"]: a.get("prompt") for a in rec.adds}   # the recorded token ids (not ones made from hashes)
-    unknown = 0
-    reqs = []
-    for r in wl.requests:
-        text = None
-        if vocab is not None:
-            text = _text(ids[r.id], vocab) if ids.get(r.id) is not None else None
-            unknown += text is None
-        t = None if r.arrival_time is None else r.arrival_time + offset_ms
-        reqs.append(dataclasses.replace(r, arrival_time=t, prompt_text=text))
+    texts = {r.id: _text(ids[r.id], vocab) if ids.get(r.id) is not None else None for r in wl.requests}
+    unknown = sum(t is None for t in texts.values())
     if unknown:
-        warn(f"{unknown} of {len(reqs)} prompts have no text: they were not recorded as token ids, or hold "
+        warn(f"{unknown} of {len(wl.requests)} prompts have no text: they were not recorded as token ids, or hold "
              "ids outside the tokenizer's vocabulary")
+    return wl, texts
+
+
+def _shift_workload(wl: Workload, offset_ms: float, texts: dict | None) -> Workload:
+    """wl on the fleet clock, with each prompt's text."""
+    reqs = [dataclasses.replace(r, arrival_time=None if r.arrival_time is None else r.arrival_time + offset_ms,
+                                prompt_text=None if texts is None else texts[r.id]) for r in wl.requests]
     return Workload(requests=reqs, config=wl.config, name=wl.name)
+
+
+@dataclass
+class _Replica:
+    """What read_fleet keeps of a recording once its Trace, workload and verdict are made: the
+    step lines and the prompts' id lists are let go (a long recording's take hundreds of MB, and
+    the workload holds the ids)."""
+    header: dict
+    config: dict
+    ended: bool
+    adds: list            # (id, added, arrival, prompt_len, max_tokens) a request, in the order the scheduler got them
+    trace: Trace          # on the recording's own clock
+    workload: Workload    # on the recording's own clock
+    texts: dict | None    # request id -> prompt text (vocab given)
+    decisions: dict
+    mode: dict
+    notes: list           # the replica's warnings, in the order they came
+
+
+def _convert(path: str, vocab) -> _Replica:
+    """Read one recording and make of it what the fleet keeps (_Replica)."""
+    rec = _read(path)
+    notes: list[str] = []
+    if rec.continues_earlier:
+        notes.append("the file continues an earlier one (rotated): requests added before it are not in the fleet")
+    try:
+        mode, unruled = mode_config(rec), None
+    except ValueError as e:   # a vLLM without rules here: its routing can still be replayed
+        unruled = str(e)
+        notes.append(f"{unruled}; its routing can still be replayed with recorded timing (the recordings' own times)")
+        mode = {"async_scheduling": True} if is_async(rec) else {}
+    wl, texts = _workload(rec, vocab, notes.append, mode)
+    verdict = decide(rec) if unruled is None else {"equal": None, "not_simulated": unruled}
+    if unruled is not None:
+        mode = {**mode, "vllm_version": str(rec.header.get("vllm"))}
+    tr = to_trace(rec)
+    notes += rec.warnings
+    adds = [(a["id"], a.get("added"), a.get("arrival"), a["prompt_len"], a["max_tokens"]) for a in rec.adds]
+    return _Replica(rec.header, rec.config, rec.ended, adds, tr, wl, texts, verdict, mode, notes)
 
 
 def _warn_apart(replicas: list, requests: list, warnings: list) -> None:
@@ -258,7 +303,9 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         raise ValueError(f"{len(paths):,} recordings were given; a fleet here has at most {MAX_RECORDINGS:,} replicas")
     if names is not None and len(names) != len(paths):
         raise ValueError(f"{len(names)} names were given for {len(paths)} recordings")
-    recs = [_read(p) for p in paths]
+    # one recording at a time, each let go once its Trace, workload and verdict are made: a fleet
+    # of long recordings does not hold every one's step lines at once
+    recs = [_convert(p, vocab) for p in paths]
     versions = {}
     for p, rec in zip(paths, recs):
         versions.setdefault(str(rec.header.get("vllm")), p)
@@ -281,8 +328,8 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
     owner: dict[str, int] = {}
     by_client: dict[str, int] = {}
     for k, rec in enumerate(recs):
-        for a in rec.adds:
-            for key, table in ((a["id"], owner), (client_id(a["id"]), by_client)):
+        for rid, *_ in rec.adds:
+            for key, table in ((rid, owner), (client_id(rid), by_client)):
                 j = table.setdefault(key, k)
                 if j != k:
                     raise ValueError(f"request {key} is in both {paths[j]} and {paths[k]}: each request is "
@@ -307,36 +354,24 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
     for k, (p, rec, name) in enumerate(zip(paths, recs, names)):
         warn = warner(name)
         off = (starts[k] - origin) * 1000.0
-        if rec.continues_earlier:
-            warn("the file continues an earlier one (rotated): requests added before it are not in the fleet")
-        try:
-            mode, unruled = mode_config(rec), None
-        except ValueError as e:   # a vLLM without rules here: its routing can still be replayed
-            unruled = str(e)
-            warn(f"{unruled}; its routing can still be replayed with recorded timing (the recordings' own times)")
-            mode = {"async_scheduling": True} if is_async(rec) else {}
-        wl = _workload(rec, off, vocab, warn, mode)
-        verdict = decide(rec) if unruled is None else {"equal": None, "not_simulated": unruled}
-        if unruled is not None:
-            mode = {**mode, "vllm_version": str(rec.header.get("vllm"))}
-        tr = _shift_trace(to_trace(rec), off, origin)
-        for w in rec.warnings:
+        for w in rec.notes:
             warn(w)
-        replicas.append(FleetReplica(k, name, p, rec, tr, wl, verdict, off, mode))
+        wl = _shift_workload(rec.workload, off, rec.texts)
+        tr = _shift_trace(rec.trace, off, origin)
+        replicas.append(FleetReplica(k, name, p, rec.header, tr, wl, rec.decisions, off, rec.mode,
+                                     own_trace=rec.trace, ended=rec.ended))
         text = {r.id: r.prompt_text for r in wl.requests}
         off_clock = 0
-        for a in rec.adds:
-            added = a.get("added")
-            arrival = a.get("arrival")
+        for rid, added, arrival, prompt_len, asked in rec.adds:
             seen = arrival is not None and (added is None or
                                             added - FRONT_END_MAX_MS <= arrival <= added + CLOCK_SLACK_MS)
             off_clock += arrival is not None and not seen
             if not seen:
                 arrival = added
             requests.append(FleetRequest(
-                id=a["id"], client_id=client_id(a["id"]), replica=k,
+                id=rid, client_id=client_id(rid), replica=k,
                 arrival=None if arrival is None else arrival + off, added=None if added is None else added + off,
-                prompt_len=a["prompt_len"], max_tokens=a["max_tokens"], prompt_text=text.get(a["id"]),
+                prompt_len=prompt_len, max_tokens=asked, prompt_text=text.get(rid),
                 arrival_recorded=seen))
         if off_clock:
             warn(f"{off_clock:,} of {len(rec.adds):,} front-end arrival times are off the recorder's clock (over "

@@ -9,7 +9,7 @@ import numpy as np
 
 from sim.fleet.recorded import RecordedReplica
 
-from .compare import fit_cost
+from .compare import fit_cost_trace
 from .fleet import RealFleet
 
 
@@ -31,7 +31,7 @@ def recorded_replicas(real: RealFleet, with_costs: bool = False) -> list[Recorde
             if unruled:   # no rules for its vLLM, or no pool and batch sizes: nothing to simulate it with
                 raise ValueError(f"{rep.name}: {unruled}, so timing simulated cannot run (timing recorded can)")
             try:
-                cost = fit_cost(rep.recording)
+                cost = fit_cost_trace(rep.own_trace)
             except ValueError as e:
                 raise ValueError(f"{rep.name}: no cost model can be fitted on it ({e})") from None
         out.append(RecordedReplica(rep.name, rep.trace, reqs, cost, dict(rep.mode)))

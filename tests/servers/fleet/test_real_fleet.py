@@ -100,7 +100,7 @@ def check_recorded_whole(fleet_run, vocab=None):
     assert fleet.warnings == []
     for rep in fleet.replicas:
         assert rep.decisions["equal"], (rep.name, rep.decisions["first_difference"])
-        assert rep.recording.ended, f"{rep.name}: the recorder did not write its end line"
+        assert rep.ended, f"{rep.name}: the recorder did not write its end line"
         r = rep.trace.requests
         assert (r["finish_reason"] == "length").all() and (r["output_tokens"] == r["max_tokens"]).all()
     by_id = fleet.by_client_id()

@@ -20,6 +20,7 @@ import pytest
 
 from servers.vllm import tiny_model, workloads
 from servers.vllm.fleet import MAX_RECORDINGS, client_id, load_vocab, read_client, read_fleet
+from servers.vllm.recording import read_recording
 
 ROOT = Path(__file__).resolve().parents[3]
 FLEETS = ROOT / "tests" / "fixtures" / "fleet"
@@ -65,6 +66,36 @@ def test_a_recorded_fleet_is_read_whole_and_each_replica_remade_step_for_step(na
     assert min(hops) > -0.005 and sorted(hops)[len(hops) // 2] < 0.1, (min(hops), max(hops))
 
 
+def test_a_fleet_lets_each_recording_go_once_read(monkeypatch):
+    """Each recording is let go (its step lines, its prompts' id lists) once its Trace, workload
+    and verdict are made, before the next file is read: a fleet of long recordings never holds
+    two at once. What it keeps gives the same cost model as the recording itself."""
+    import gc
+    import weakref
+
+    from servers.vllm import fleet as fleet_mod
+    from servers.vllm.compare import fit_cost, fit_cost_trace
+
+    made = []
+    read = fleet_mod._read
+
+    def watched(path):
+        gc.collect()
+        assert all(r() is None for r in made), "an earlier recording is still held"
+        rec = read(path)
+        made.append(weakref.ref(rec))
+        return rec
+    monkeypatch.setattr(fleet_mod, "_read", watched)
+    m, fleet = fleet_of("vllm-cache_aware-tokens", vocab=VOCAB)
+    gc.collect()
+    assert len(made) == len(m["recordings"]) == 2 and all(r() is None for r in made)
+    for rep in fleet.replicas:
+        rec = read_recording(rep.path)
+        assert rep.header == rec.header and rep.ended == rec.ended
+        assert vars(fit_cost_trace(rep.own_trace)) == vars(fit_cost(rec))
+        assert all(q.prompt_text for q in rep.workload.requests)   # the texts made before the ids went
+
+
 @pytest.mark.parametrize("name", [n for n in NAMES if "cache_aware" in n])
 def test_cache_aware_keeps_each_shared_prefix_group_on_one_replica(name):
     """The fixtures' own fact (the real routers' affinity), seen through the reader's matching
@@ -87,11 +118,12 @@ def test_round_robin_splits_the_requests_evenly(name):
 
 def test_the_fleet_is_on_one_clock():
     m, fleet = fleet_of("kit-vllm-cache_aware-tokens")
-    starts = [r.recording.header["started_unix"] for r in fleet.replicas]
+    starts = [r.header["started_unix"] for r in fleet.replicas]
     assert fleet.meta["time_origin_unix"] == min(starts) and fleet.meta["time_unit"] == "ms"
     for rep, s in zip(fleet.replicas, starts):
         assert rep.offset_ms == pytest.approx((s - min(starts)) * 1000.0)
-        first = rep.recording.steps[0]["t"][0]
+        first = read_recording(rep.path).steps[0]["t"][0]
+        assert rep.own_trace.steps["start"].iloc[0] == first   # the recording's own clock
         assert rep.trace.steps["start"].iloc[0] == pytest.approx(first + rep.offset_ms)
         assert rep.trace.meta["time_origin_unix"] == min(starts)
         # the workload's arrivals are the scheduler's adds, on the fleet clock, as the Trace's
