@@ -82,13 +82,14 @@ class AsyncVllmScheduler(VllmScheduler):
             if running:
                 seq.placeholders -= 1  # a stale token's placeholder was dropped at its preemption
                 if caching:
-                    seq.extend_hashes(bs)
+                    if len(seq.tokens) // bs > len(seq.hashes):   # a block just filled
+                        seq.extend_hashes(bs)
                     # late hashing: the blocks this token completed are cached only now
                     full = min(seq.num_computed - seq.placeholders, seq.num_tokens) // bs
                     if full > seq.num_cached_blocks:
                         self.pool.cache(seq.blocks, seq.hashes, seq.num_cached_blocks, full, seq.id)
                         seq.num_cached_blocks = full
-            elif caching:
+            elif caching and len(seq.tokens) // bs > len(seq.hashes):
                 seq.extend_hashes(bs)  # a preempted request's blocks are gone; only its hashes grow
             if seq.num_output >= seq.max_tokens or seq.num_tokens >= max_len:
                 finished.append(seq)

@@ -566,7 +566,7 @@ class VllmScheduler:
             seq.num_tokens += 1
             if on_sampled is not None:
                 on_sampled(seq)
-            if caching:
+            if caching and len(seq.tokens) // bs > len(seq.hashes):   # a block just filled (one in bs tokens)
                 seq.extend_hashes(bs)
             if seq.num_output >= seq.max_tokens or seq.num_tokens >= max_len:
                 finished.append(seq)
