@@ -248,9 +248,8 @@ class _Replica:
     notes: list           # the replica's warnings, in the order they came
 
 
-def _convert(path: str, vocab) -> _Replica:
-    """Read one recording and make of it what the fleet keeps (_Replica)."""
-    rec = _read(path)
+def _convert(rec: Recording, vocab) -> _Replica:
+    """What the fleet keeps of a recording (_Replica)."""
     notes: list[str] = []
     if rec.continues_earlier:
         notes.append("the file continues an earlier one (rotated): requests added before it are not in the fleet")
@@ -305,13 +304,15 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         raise ValueError(f"{len(names)} names were given for {len(paths)} recordings")
     # one recording at a time, each let go once its Trace, workload and verdict are made: a fleet
     # of long recordings does not hold every one's step lines at once
-    recs = [_convert(p, vocab) for p in paths]
-    versions = {}
-    for p, rec in zip(paths, recs):
+    recs, versions = [], {}
+    for p in paths:
+        rec = _read(p)
         versions.setdefault(str(rec.header.get("vllm")), p)
-    if len(versions) > 1:
-        said = ", ".join(f"{Path(p).name}: {v}" for v, p in versions.items())
-        raise ValueError(f"the recordings are of different vLLM versions ({said}); a fleet's replicas run one vLLM")
+        if len(versions) > 1:   # said at once, before the files after it are read
+            said = ", ".join(f"{Path(p).name}: {v}" for v, p in versions.items())
+            raise ValueError(f"the recordings are of different vLLM versions ({said}); a fleet's replicas run one vLLM")
+        recs.append(_convert(rec, vocab))
+        del rec   # (before the next file is read)
     names = list(names) if names is not None else [_stem(p) for p in paths]
     seen: dict[str, int] = {}
     for k, n in enumerate(names):   # the same stem in two folders: number the later ones

@@ -290,10 +290,11 @@ def test_recordings_of_different_vllm_versions(tmp_path):
     rows = lines(KIT_RECS[1])
     rows[0]["vllm"] = "0.33.0"
     other = write(tmp_path / "rec-8102.jsonl", rows)
-    with pytest.raises(ValueError) as e:
-        read_fleet([KIT_RECS[0], other])
-    msg = one_sentence(e)
-    assert "different vLLM versions" in msg and "0.32.0" in msg and "0.33.0" in msg
+    for after in ([], [tmp_path / "never-written.jsonl"]):   # said before a file after them is read
+        with pytest.raises(ValueError) as e:
+            read_fleet([KIT_RECS[0], other, *after])
+        msg = one_sentence(e)
+        assert "different vLLM versions" in msg and "0.32.0" in msg and "0.33.0" in msg
 
 
 def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulated(tmp_path):
