@@ -514,6 +514,8 @@ class Weighted(Router):
         third, total_blocks, detail, pairs = self._prefix_kept(request, ctx)
         base = self._queue_kv(waiting, kvs, getattr(ctx, "signals_changed", None))
         wp = self.wp
+        # a replica with prefix score 0 adds wp x 0.0, which changes no total (none is -0.0), so
+        # only those with one are added to (on a copy: base is kept for the next decision)
         if wp > 0 and (pairs is None or pairs):
             total = base.copy()
             if pairs is not None:   # the few replicas that match some, listed with the index's memo
