@@ -361,7 +361,6 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
         tr = _shift_trace(rec.trace, off, origin)
         replicas.append(FleetReplica(k, name, p, rec.header, tr, wl, rec.decisions, off, rec.mode,
                                      own_trace=rec.trace, ended=rec.ended))
-        text = {r.id: r.prompt_text for r in wl.requests}
         off_clock = 0
         for rid, added, arrival, prompt_len, asked in rec.adds:
             seen = arrival is not None and (added is None or
@@ -372,7 +371,7 @@ def read_fleet(paths, *, vocab: dict[int, str] | None = None, names: list[str] |
             requests.append(FleetRequest(
                 id=rid, client_id=client_id(rid), replica=k,
                 arrival=None if arrival is None else arrival + off, added=None if added is None else added + off,
-                prompt_len=prompt_len, max_tokens=asked, prompt_text=text.get(rid),
+                prompt_len=prompt_len, max_tokens=asked, prompt_text=rec.texts[rid] if rec.texts else None,
                 arrival_recorded=seen))
         if off_clock:
             warn(f"{off_clock:,} of {len(rec.adds):,} front-end arrival times are off the recorder's clock (over "
