@@ -175,6 +175,13 @@ class _Prefix:
         out.reverse()
         return out
 
+    def kept(self) -> dict:
+        """`fulls`, made on first use (most nodes are passed through, not ended at)."""
+        fulls = self.fulls
+        if fulls is None:
+            fulls = self.fulls = {}
+        return fulls
+
     def tokens(self) -> list[int]:
         if self._tokens is None:
             self._tokens = prompt_block_tokens(self.block)
@@ -193,9 +200,7 @@ class _Prefix:
     def full_array(self):
         """The ids of the whole prefix as one array('I') (kept on this node only: the nodes
         requests end at; do not change it)."""
-        fulls = self.fulls
-        if fulls is None:
-            fulls = self.fulls = {}
+        fulls = self.kept()
         f = fulls.get("ids")
         if f is None:
             f = fulls["ids"] = array("I")
@@ -222,9 +227,7 @@ class _Prefix:
     def full_chain(self, block_size: int) -> list[int]:
         """The chain hashes of every block ending in the prefix, the first block's on (kept on
         this node only: the nodes requests end at; do not change the list)."""
-        fulls = self.fulls
-        if fulls is None:
-            fulls = self.fulls = {}
+        fulls = self.kept()
         f = fulls.get(block_size)
         if f is None:
             f = []
@@ -248,9 +251,7 @@ class _Prefix:
     def text_full(self, key: tuple) -> list[int]:
         """[seed] and the text hashes of every block ending in the prefix's text, for the rule
         `key` (kept on this node only: the nodes requests end at; do not change the list)."""
-        fulls = self.fulls
-        if fulls is None:
-            fulls = self.fulls = {}
+        fulls = self.kept()
         f = fulls.get(key)
         if f is None:
             f = [key[2]]
@@ -771,9 +772,7 @@ class _Prompts:
         hashes, the last hash, the bytes after it, those and a space where own text follows
         them, blocks so far, how many bytes come before the own text, the blocks that end in
         the own text's first OWN_TEXT_ALIKE bytes)."""
-        fulls = node.fulls
-        if fulls is None:
-            fulls = node.fulls = {}
+        fulls = node.kept()
         rule = fulls.get(("named", key))
         if rule is None:
             _, last, carry, count = node.text_chain(key)

@@ -100,7 +100,8 @@ class NumpyWeighted(Weighted):
         reps = ctx.replicas
         waiting = list(map(_WAITING, reps))
         lo, hi = min(waiting), max(waiting)
-        third, total_blocks, detail = self.prefix_part(request, ctx)
+        third, total_blocks, detail, _ = self._prefix_kept(request, ctx)
+        third = list(third)   # (the index's memo, when the walk ended in the shared prefix)
         rows = np.array((waiting, list(map(_KV, reps)), third), dtype=np.float64)
         queue = np.ones(n) if hi == lo else (hi - rows[0]) / float(hi - lo)
         kv = 1.0 - rows[1]

@@ -412,15 +412,11 @@ class Weighted(Router):
             out.append(h)
         return out
 
-    def prefix_part(self, request, ctx) -> tuple:
-        """(per replica: the precise score, or the approximate scorer's matched blocks, or NaN when
-        prefix_weight is 0; the blocks matched over, 0 if not those; the decision's detail)."""
-        third, total_blocks, detail, pairs = self._prefix_kept(request, ctx)
-        return (third if pairs is None else list(third)), total_blocks, detail
-
     def _prefix_kept(self, request, ctx) -> tuple:
-        """prefix_part, and where its list is the prefix index's memo (not to be changed), the
-        (replica, blocks matched) pairs of its replicas that match some; else None."""
+        """(per replica: the precise score, or the approximate scorer's matched blocks, or NaN when
+        prefix_weight is 0; the blocks matched over, 0 if not those; the decision's detail; and
+        where that list is the prefix index's memo (not to be changed), the (replica, blocks
+        matched) pairs of its replicas that match some, else None)."""
         if self.precise:
             return normalized_precise(ctx.cached_prefix(request)), 0, {}, None
         if self.wp <= 0:
@@ -452,7 +448,7 @@ class Weighted(Router):
             if min(now) < lo:   # a new shortest queue
                 return self._all_terms(waiting, kvs)
             off.difference_update(changed)
-            off.update(compress(changed, now) if lo == 0 else compress(changed, map(lo.__ne__, now)))
+            off.update(compress(changed, map(lo.__ne__, now)))
             if len(off) == self.n:   # none left at the shortest: it moved up
                 return self._all_terms(waiting, kvs)
         hi = max(map(waiting.__getitem__, off)) if off else lo
