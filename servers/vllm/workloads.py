@@ -69,19 +69,26 @@ def shared_prefixes(seed: int = 4, groups: int = 4, per_group: int = 5, prefix: 
 
 def priorities(seed: int = 5, n: int = 14, prefix: str = "prio") -> list[dict]:
     """Low-priority long requests first, then high-priority ones (smaller number = served
-    first) while the pool is full: the priority policy reorders the queue and preempts."""
+    first) while the pool is full: the priority policy reorders the queue and preempts. The
+    low ones have kv_pressure's shape (short prompts growing to 23-30 blocks of 32), so any two
+    of them running together outgrow a 40-block pool however the server takes them in, and
+    they are still running when the high ones come (earlier, 60-120-token outputs finished in
+    ~130 steps of 1 ms, before the first high one was sent, and preempted only if the server
+    took in enough of them at once)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         low = i < n // 2
-        out.append({"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(100, 250) if low else rng.randint(20, 80)),
-                    "max_tokens": rng.randint(60, 120) if low else rng.randint(10, 30),
+        out.append({"id": f"{prefix}{i}", "prompt": _prompt(rng, rng.randint(20, 60) if low else rng.randint(20, 80)),
+                    "max_tokens": rng.randint(700, 900) if low else rng.randint(10, 30),
                     "priority": 5 if low else rng.choice((0, 1)), "at_ms": 0.0 if low else 300.0 + 30.0 * i})
     return out
 
 
 # The three recorded runs the tests check and the bundled samples hold: vLLM's flags (beside
 # BASE_ARGS), the batches of requests sent one after the other, and the recorder's settings.
+# (samples/vllm/ was recorded with the earlier, shorter kv_pressure and priorities; a new
+# bench/make_vllm_samples.py run records these.)
 BASE_ARGS = {"block-size": 32, "max-num-batched-tokens": 128, "max-num-seqs": 8, "max-model-len": 1024}
 SCENARIOS = {
     "fcfs_kv_pressure": ({"num-gpu-blocks-override": 40, "no-enable-prefix-caching": True},
