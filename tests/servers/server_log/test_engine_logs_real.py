@@ -86,3 +86,19 @@ def test_how_many_excerpts_read_fully():
     """The figure the issue asks for: how many of the real excerpts read fully (all of them)."""
     full = [p.name for p in ALL if read_log(p.read_bytes()).read.not_understood == 0]
     assert len(full) == len(ALL) == 14
+
+
+def test_a_v1_log_without_a_preemptions_field_does_not_say_there_were_none():
+    """vLLM V1's logger zeroes its preemption count before printing it: a V1 log's silence on
+    preemptions is said to be no evidence; a line that does carry the field (a build that prints
+    it) and a V0 log get no such sentence."""
+    quiet = "whether any request was preempted"
+    by = {p.name: read_log(p.read_bytes()).read for p in VLLM}
+    assert any(quiet in c for c in by["06_vllm_28926.log"].cannot_say)
+    assert not any(quiet in c for c in by["01_vllm_12314.log"].cannot_say)      # V0: no such field to miss
+    line = next(p for p in VLLM if p.name == "06_vllm_28926.log").read_text().splitlines()[0]
+    told = line.replace("Waiting: 0 reqs, ", "Waiting: 0 reqs, Preemptions: 3, ")
+    r = read_log((line + "\n" + told + "\n").encode()).read
+    assert [s.get("preemptions") for s in r.stats] == [None, 3]
+    assert not any(quiet in c for c in r.cannot_say)
+    assert any("vllm:num_preemptions" in w for w in by["06_vllm_28926.log"].would_tell_more)
