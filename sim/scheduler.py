@@ -110,7 +110,7 @@ class SchedulerConfig:
         CONFIG_BOUNDS, a true/false prefix-caching flag. Raises ValueError with a plain message;
         returns self."""
         if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {shown(self.policy)} in config; known: {', '.join(POLICIES)}")
+            raise ValueError(f"unknown policy {shown(self.policy)}; known: {', '.join(POLICIES)}")
         if self.preemption_mode not in PREEMPTION_MODES:
             raise ValueError(f"preemption_mode must be recompute or swap, not {shown(self.preemption_mode)}")
         for name, (lo, hi) in CONFIG_BOUNDS.items():
