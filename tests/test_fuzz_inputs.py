@@ -296,3 +296,15 @@ def test_a_null_hash_id_and_an_slo_bomb_are_one_plain_line(tmp_path, monkeypatch
     (tmp_path / "tokenizer.json").write_text("[" * 200_000)
     with pytest.raises(ValueError, match="not a tokenizer.json"):
         load_vocab(tmp_path / "tokenizer.json")
+
+
+def test_a_recording_header_with_a_long_unknown_policy_is_one_line_of_200(tmp_path, monkeypatch, capsys):
+    # the header's policy, 40 characters of HTML, made a 205-character refusal through the fleet reader
+    lines = _lines(ROOT / "samples/fleet/vllm-router-cache_aware/rec-8101.jsonl.gz")
+    head = json.loads(lines[0])
+    head["config"]["policy"] = "fcfs<script>alert('x')</script>" + "x" * 20
+    lines[0] = json.dumps(head).encode()
+    (tmp_path / "in.jsonl.gz").write_bytes(gzip.compress(b"\n".join(lines)))
+    for argv in (["vllm", "in.jsonl.gz"], ["fleet", "--recordings", "in.jsonl.gz", "--json"]):
+        rc, _ = _cli(tmp_path, monkeypatch, capsys, *argv)
+        assert isinstance(rc, str) and "unknown policy" in rc and not bad_refusal(rc, ["in.jsonl.gz"]), rc
