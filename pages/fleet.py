@@ -524,7 +524,10 @@ def real_fleet() -> None:
                       "count from where the requests really went and when their responses ended (+ the tail)."
                       if timing == "recorded" else
                       "With simulated timing every replica is predicted from its own fitted cost model, and the "
-                      "policy's own picks feed back into what it sees: the A/B below sets it beside the real fleet."))
+                      "policy's own picks feed back into what it sees: the A/B below sets it beside the real fleet.")
+                   + (f" {ag['drawn']} of its picks were its own random draw, which the real router's draws match only "
+                      f"by chance; over the other {ag['by_rule']['requests']}: {ag['by_rule']['agree']} agree."
+                      if ag.get("drawn") else ""))
         for w in fleet_warnings(pred) if timing == "simulated" else ():
             st.info(f"{router_label(fs.router)} on simulated replicas: {inert(w)}.", icon=":material/info:")
         if timing == "recorded":

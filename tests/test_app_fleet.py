@@ -260,6 +260,12 @@ def test_the_bundled_real_fleet_opens_and_its_prediction_agrees():
     done, total = map(int, agree.value.split(" of "))
     assert total == 50 and done >= 40   # everything predicted: a few picks may differ
     assert "fleet_change" in chart_specs(at)   # the real fleet beside its simulation
+    # a policy that draws: the picks it drew are said apart from the agreement by its rule
+    at.radio(key="keep_fleet_timing").set_value("recorded").run()
+    at.selectbox(key="keep_fleet_a_router").set_value("power_of_two").run()
+    assert not at.exception and not at.error
+    said = " ".join(c.value for c in at.caption)
+    assert re.search(r"\b\d+ of its picks were its own random draw", said), said
 
 
 def _recording(name: str) -> bytes:

@@ -30,7 +30,7 @@ from ..workload import Workload
 from .fleet import FleetSettings, RoutingLoop, chain_hashes, simulate_fleet
 from .routes import routes_frame
 from .routers import make_router
-from .routing import ReplicaView
+from .routing import ROUTERS, ReplicaView
 from .trace import FleetTrace
 
 TIMINGS = ("recorded", "simulated")
@@ -171,12 +171,24 @@ def replay(replicas: list[RecordedReplica], settings: FleetSettings, timing: str
 
 
 def agreement(fleet: FleetTrace) -> dict:
-    """How many requests the policy sent where the real router did."""
+    """How many requests the policy sent where the real router did; and, where some of the
+    policy's picks were its own random draw (a random router, a tie drawn: Router.drawn), how
+    many (`drawn`) and the agreement over the others (`by_rule`): a real router draws its own, so
+    a drawn pick agrees only by chance."""
     r = fleet.routes
+    n = int(len(r))
     if "predicted" not in r or "served" not in r:
-        return {"requests": int(len(r)), "agree": None, "agreement": None}
-    agree = int((r["predicted"].to_numpy() == r["served"].to_numpy()).sum())
-    return {"requests": int(len(r)), "agree": agree, "agreement": agree / len(r) if len(r) else None}
+        return {"requests": n, "agree": None, "agreement": None}
+    same = r["predicted"].to_numpy() == r["served"].to_numpy()
+    agree = int(same.sum())
+    out = {"requests": n, "agree": agree, "agreement": agree / n if n else None}
+    cls = ROUTERS.get((fleet.meta.get("settings") or {}).get("router"))
+    if cls is not None and "predicted_reason" in r:
+        drawn = np.isin(r["predicted_reason"].astype(str).to_numpy(), sorted(cls.drawn(len(fleet.replicas))))
+        k, kept = int(n - drawn.sum()), int(same[~drawn].sum())
+        out["drawn"] = n - k
+        out["by_rule"] = {"requests": k, "agree": kept, "agreement": kept / k if k else None}
+    return out
 
 
 def recorded_fleet(replicas: list[RecordedReplica]) -> FleetTrace:

@@ -111,6 +111,14 @@ class Router:
     # view's in_flight), no engine-reported signal and no prefix cache: the loop then runs a
     # replica only when one of its responses could have ended (fleet.py, `counts_only`)
     reads_engine = True
+    # the decision reasons whose pick the router's own random draw made (a tie drawn, a softmax
+    # draw): a real router draws its own, so a replay agrees with it there only by chance
+    drawn_reasons: frozenset = frozenset({"tie_random", "softmax"})
+
+    @classmethod
+    def drawn(cls, num_replicas: int) -> frozenset:
+        """drawn_reasons for a fleet of num_replicas."""
+        return cls.drawn_reasons
 
     def __init__(self, num_replicas: int, config: dict | None = None, seed: int = 0):
         self.n = int(num_replicas)

@@ -34,6 +34,7 @@ class RandomRouter(Router):
     draws, so a run can be repeated."""
 
     reads_fleet = False   # its pick depends on the request alone
+    drawn_reasons = frozenset({"random"})
 
     def route(self, request, ctx):
         i = self.rng.randrange(self.n)
@@ -55,6 +56,12 @@ class PowerOfTwo(Router):
 
     reads_drawn = True    # it reads the two drawn replicas' counts
     reads_engine = False  # and nothing else
+
+    @classmethod
+    def drawn(cls, num_replicas: int) -> frozenset:
+        # of two workers both are drawn every time: only the order (a tie's winner) is chance;
+        # of more, which two were drawn is chance too
+        return frozenset({"tie_first_drawn"} if num_replicas <= 2 else {"tie_first_drawn", "lower_load"})
 
     def route(self, request, ctx):
         n = self.n

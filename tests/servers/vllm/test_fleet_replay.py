@@ -68,7 +68,40 @@ def test_the_policy_agrees_with_the_real_router(name, tokenizer):
 def test_the_kit_s_fleet_is_agreed_on_whole(tokenizer):
     """The measuring kit's run (shared/fleet/sample): every one of its 50 decisions."""
     m, doc = replay("kit-vllm-cache_aware-tokens", tokenizer)
-    assert doc["routing"] == {"requests": 50, "agree": 50, "agreement": 1.0}
+    assert doc["routing"] == {"requests": 50, "agree": 50, "agreement": 1.0, "drawn": 0,
+                              "by_rule": {"requests": 50, "agree": 50, "agreement": 1.0}}
+
+
+@pytest.mark.parametrize("policy, drawn", [("random", {"random"}), ("power_of_two", {"tie_first_drawn"}),
+                                           ("least_loaded", set())])
+def test_picks_the_policy_drew_are_counted_apart(policy, drawn):
+    """A real router's random draws are its own: the replay says how many of its picks it drew
+    (all of random's; power_of_two's ties, both of two replicas being drawn each time) and the
+    agreement over the rest."""
+    name = "kit-vllm-cache_aware-tokens"
+    m = json.loads((FLEETS / name / "manifest.json").read_text())
+    out = subprocess.run([sys.executable, "-m", "sim", "fleet", "--recordings",
+                          *(str(FLEETS / name / r) for r in m["recordings"]), "--router", policy, "--json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout)
+    routing, routes = doc["routing"], doc["routes"]
+    by_draw = [r for r in routes if r["reason"] in drawn]
+    rest = [r for r in routes if r["reason"] not in drawn]
+    assert routing["drawn"] == len(by_draw) and routing["by_rule"]["requests"] == len(rest)
+    assert routing["by_rule"]["agree"] == sum(r["replica"] == r["predicted"] for r in rest)
+    assert routing["agree"] == sum(r["replica"] == r["predicted"] for r in routes)
+    if policy == "random":
+        assert routing["drawn"] == len(routes) == 50 and routing["by_rule"]["agreement"] is None
+    if policy == "power_of_two":
+        assert 0 < routing["drawn"] < len(routes)   # two replicas: only its ties are drawn
+
+
+def test_power_of_two_of_more_than_two_replicas_draws_its_pair_too():
+    from sim.fleet.routers import make_router
+    cls = type(make_router("power_of_two", 2))
+    assert cls.drawn(2) == {"tie_first_drawn"} and cls.drawn(3) == {"tie_first_drawn", "lower_load"}
+    assert type(make_router("least_loaded", 4)).drawn(4) == {"tie_random", "softmax"}
 
 
 @pytest.mark.parametrize("name, mode", [
