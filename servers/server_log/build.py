@@ -104,6 +104,13 @@ def _requests(reqs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         rid = q.get("request")
         if not rid:
             continue
+        if q["kind"] == "preempted":   # an event of the request, no row of its own (V0's warning)
+            ev_t.append(_num(q.get("t")))
+            ev_r.append(rid)
+            ev_k.append("preempt")
+            n = q.get("cumulative")
+            ev_d.append(f"{q.get('mode', 'recompute')}" + (f"; preemption {n:,} of the server's run" if n else ""))
+            continue
         row = first.setdefault(rid, {"request": rid, "arrival_time": math.nan, "finish_time": math.nan,
                                      "prompt_len": None, "output_tokens": None, "cached_tokens": None})
         t = _num(q.get("t"))

@@ -8,7 +8,10 @@ brackets: `file.py:line] `); no year, no milliseconds. Stats, by version:
 - V0 (`metrics.py`, earlier `llm_engine.py`): `... Running: N reqs, Swapped: N reqs, Pending: N reqs,
   GPU KV cache usage: X%, CPU KV cache usage: X%[, Prefix cache hit rate: GPU: X%, CPU: X%].`
 Requests: `Received request ID...` (API server), `Added request ID.` (engine), `Finished request`,
-`Aborted request`, and uvicorn's access line.
+`Aborted request`, and uvicorn's access line. Preemptions (V0 `core/scheduler.py`, a WARNING at the
+1st, 51st, 101st ... preemption: `num_cumulative_preemption % 50 == 0`): `Sequence group ID is
+preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. ...
+total_num_cumulative_preemption=N`.
 """
 from __future__ import annotations
 
@@ -92,6 +95,8 @@ def parse_stats(text: str):
     return "stats", rec, ok, prefix
 
 
+PREEMPTED = re.compile(r"\bSequence group (?P<id>[^\s]{1,200}) is preempted by (?:PreemptionMode\.)?(?P<mode>RECOMPUTE|SWAP)\b")
+CUMULATIVE = re.compile(r"\btotal_num_cumulative_preemption=(\d{1,12})\b")
 MAX_TOKENS = re.compile(r"\bmax_tokens=(\d{1,9})\b")
 IGNORE_EOS = re.compile(r"\bignore_eos=(True|False)\b")
 PROMPT_IDS = re.compile(r"\bprompt_token_ids: \[([\d, ]{0,4000000})\]")
@@ -129,7 +134,8 @@ def config_line(text: str) -> dict | None:
 
 
 def request_line(text: str):
-    """A request record (kind received / added / finished / aborted / http) and its prefix match, or None.
+    """A request record (kind received / added / finished / aborted / preempted / http) and its prefix
+    match, or None.
     A `Received request` line also gives max_tokens and ignore_eos (its SamplingParams) and, in
     older builds that print them, the prompt's length (`prompt_token_ids: [...]`, `prompt_tokens`)."""
     if "request" in text:
@@ -147,6 +153,14 @@ def request_line(text: str):
                 if ids:
                     body = ids[1].strip()
                     rec["prompt_tokens"] = body.count(",") + 1 if body else 0
+            return rec, PREFIX.search(text, 0, m.start() + 1)
+    if "preempted by" in text:
+        m = PREEMPTED.search(text)
+        if m:
+            rec = {"kind": "preempted", "request": m["id"], "mode": m["mode"].lower()}
+            n = CUMULATIVE.search(text, m.end())
+            if n:
+                rec["cumulative"] = int(n[1])
             return rec, PREFIX.search(text, 0, m.start() + 1)
     if "HTTP/" in text:
         m = ACCESS.search(text)

@@ -78,7 +78,7 @@ class VLLMLogReader(LineReader):
     def other(self, no: int, text: str) -> None:
         if "batch" in text and ("Prefill batch" in text or "Decode batch" in text):
             self.out.other_engine_lines["sglang"] = self.out.other_engine_lines.get("sglang", 0) + 1
-        got = request_line(text) if ("request" in text or "HTTP/" in text) else None
+        got = request_line(text) if ("request" in text or "HTTP/" in text or "preempted by" in text) else None
         if got is None:
             self.out.other_lines += 1
             if "non-default args:" in text or "with config:" in text or "KV cache size:" in text \
@@ -115,6 +115,12 @@ class VLLMLogReader(LineReader):
                 tr.append(words)
         if o.spec_decoding:
             tr.append(f"SpecDecoding metrics lines ({len(o.spec_decoding):,})")
+        warned = [q for q in o.requests if q["kind"] == "preempted"]
+        if warned:
+            most = max((q.get("cumulative") or 0 for q in warned), default=0)
+            o.extra["preemption_warnings"] = {"lines": len(warned), "cumulative_max": most or None}
+            tr.append(f"preemption warnings (V0: one at every 50th preemption): {len(warned):,}"
+                      + (f", the count reaching {most:,}" if most else ""))
         engines = sorted({r["engine"] for r in o.stats if r["engine"]})
         if len(engines) > 1:
             tr.append("engines (data parallel): " + ", ".join(engines))
@@ -146,7 +152,10 @@ class VLLMLogReader(LineReader):
         ]
         if not self.clock.year_known:
             o.cannot_say.append("the year (vLLM prints month and day only)")
-        if o.stats and not self.v0 and not any(r.get("preemptions") for r in o.stats):
+        if warned:
+            o.cannot_say.append("which requests were preempted between two preemption warnings (V0 warns at the "
+                                "1st, 51st, 101st ... preemption only)")
+        elif o.stats and not self.v0 and not any(r.get("preemptions") for r in o.stats):
             # V1's LoggingStatLogger.log() calls _update_stats(), whose _reset() zeroes num_preemptions,
             # before it tests num_preemptions > 0: the field is never printed (vllm/v1/metrics/loggers.py)
             o.cannot_say.append(

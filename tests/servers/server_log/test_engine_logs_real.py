@@ -102,3 +102,36 @@ def test_a_v1_log_without_a_preemptions_field_does_not_say_there_were_none():
     assert [s.get("preemptions") for s in r.stats] == [None, 3]
     assert not any(quiet in c for c in r.cannot_say)
     assert any("vllm:num_preemptions" in w for w in by["06_vllm_28926.log"].would_tell_more)
+
+
+V0_PREEMPTED = (
+    "WARNING 01-22 18:25:10 [scheduler.py:1800] Sequence group eb1c91ce-4ffb-11f0-b0ac-0242ac110008 is preempted by "
+    "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
+    "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+    "total_num_cumulative_preemption=3501")
+
+
+def test_v0_preemption_warnings_are_read_as_preemptions():
+    """V0 warns at the 1st, 51st, 101st ... preemption (the line as a user pasted it, its time moved
+    among a real V0 excerpt's stats lines): each is the request's preempt event, with its mode and the server's
+    count so far; a cut line keeps what it says; the gauges chart marks them."""
+    from figures.serverlog import gauges_figure
+    stats = next(p for p in VLLM if p.name == "01_vllm_12314.log").read_text().splitlines()
+    stats = [x for x in stats if "Avg prompt throughput" in x]
+    swap = V0_PREEMPTED.replace("RECOMPUTE", "SWAP").replace("3501", "3551").replace("eb1c91ce", "fc2d0aef")
+    cut = V0_PREEMPTED.split(" because")[0].replace("eb1c91ce", "0a0a0a0a")
+    log = read_log("\n".join([stats[0], V0_PREEMPTED, stats[1], swap, cut, *stats[2:]]).encode())
+    r = log.read
+    assert r.not_understood == 0 and r.era.startswith("V0")
+    pre = [q for q in r.requests if q["kind"] == "preempted"]
+    assert [(q["mode"], q.get("cumulative")) for q in pre] == [("recompute", 3501), ("swap", 3551), ("recompute", None)]
+    assert pre[0]["request"] == "eb1c91ce-4ffb-11f0-b0ac-0242ac110008" and pre[0]["time"] == "01-22 18:25:10"
+    assert r.extra["preemption_warnings"] == {"lines": 3, "cumulative_max": 3551}
+    assert any(t.startswith("preemption warnings") and "3,551" in t for t in r.traits)
+    assert any("between two preemption warnings" in c for c in r.cannot_say)
+    ev = log.trace.events
+    assert (ev["kind"] == "preempt").sum() == 3
+    assert list(ev["detail"]) == ["recompute; preemption 3,501 of the server's run",
+                                  "swap; preemption 3,551 of the server's run", "recompute"]
+    assert len(log.trace.requests) == 0   # a warning is an event of its request, not a request line of its own
+    assert gauges_figure(log.trace).layout.meta["preemption_warnings"] == 3
