@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 
 from sim.trace import Trace
 
-from .common import FONT, TEMPLATE
+from .common import FONT, TEMPLATE, plotly_text
 
 CONFIG = {"displaylogo": False}
 NEW, CACHED, DECODE, WAITING, KV, HIT, UNKNOWN = "#4E79A7", "#A0CBE8", "#59A14F", "#E15759", "#B07AA1", "#F28E2B", "#9CA3AF"
@@ -162,8 +162,8 @@ def gauges_figure(tr: Trace) -> go.Figure:
         fig.add_trace(go.Scatter(x=pre["time"].to_numpy(dtype=float), y=np.zeros(len(pre)), mode="markers",
                                  name="preemption warning (V0 logs every 50th)",
                                  marker={"symbol": "x", "size": 9, "color": "#d62728"},
-                                 customdata=np.stack([pre["request"].astype(str).to_numpy(),
-                                                      pre["detail"].astype(str).to_numpy()], axis=-1),
+                                 customdata=np.stack([plotly_text(pre["request"].astype(str).to_numpy()),
+                                                      plotly_text(pre["detail"].astype(str).to_numpy())], axis=-1),
                                  hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra>preempted</extra>"),
                       row=1, col=1)
     _shade(fig, spans, rows)

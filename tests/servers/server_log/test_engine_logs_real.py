@@ -135,3 +135,12 @@ def test_v0_preemption_warnings_are_read_as_preemptions():
                                   "swap; preemption 3,551 of the server's run", "recompute"]
     assert len(log.trace.requests) == 0   # a warning is an event of its request, not a request line of its own
     assert gauges_figure(log.trace).layout.meta["preemption_warnings"] == 3
+
+
+def test_a_preempted_request_id_of_html_is_shown_as_written():
+    from figures.serverlog import gauges_figure
+    line = V0_PREEMPTED.replace("eb1c91ce-4ffb-11f0-b0ac-0242ac110008", "<b>x</b>%{y}")
+    stats = next(p for p in VLLM if p.name == "01_vllm_12314.log").read_text().splitlines()[1]
+    fig = gauges_figure(read_log(f"{stats}\n{line}\n".encode()).trace)
+    mark = next(t for t in fig.data if t.name.startswith("preemption warning"))
+    assert mark.customdata[0][0] == "&lt;b&gt;x&lt;/b&gt;&#37;{y}"
