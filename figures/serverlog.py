@@ -158,13 +158,15 @@ def gauges_figure(tr: Trace) -> go.Figure:
                           row=row, col=1)
     ev = tr.events
     pre = ev[ev["kind"].astype(str).to_numpy() == "preempt"] if len(ev) else ev
-    if len(pre):   # V0's preemption warnings (one at every 50th preemption)
+    if len(pre):   # vLLM V0's preemption warnings (one at every 50th), SGLang's retractions
         fig.add_trace(go.Scatter(x=pre["time"].to_numpy(dtype=float), y=np.zeros(len(pre)), mode="markers",
-                                 name="preemption warning (V0 logs every 50th)",
+                                 name="retraction (KV cache pool full)" if sglang
+                                 else "preemption warning (V0 logs every 50th)",
                                  marker={"symbol": "x", "size": 9, "color": "#d62728"},
                                  customdata=np.stack([plotly_text(pre["request"].astype(str).to_numpy()),
                                                       plotly_text(pre["detail"].astype(str).to_numpy())], axis=-1),
-                                 hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra>preempted</extra>"),
+                                 hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra>preempted</extra>"
+                                 if not sglang else "%{customdata[1]}<extra>retracted</extra>"),
                       row=1, col=1)
     _shade(fig, spans, rows)
     t_all = c["time"].to_numpy(dtype=float) if len(c) else np.zeros(0)
@@ -173,7 +175,7 @@ def gauges_figure(tr: Trace) -> go.Figure:
     fig.update_yaxes(title_text="%", range=[0, 105], row=2, col=1)
     fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=3, col=1)
     fig.update_layout(meta={"lanes": lanes, "lanes_drawn": min(len(lanes), 9), "gauges": sorted(names),
-                            "unknown_spans": len(spans), "preemption_warnings": int(len(pre))})
+                            "unknown_spans": len(spans), "preempt_marks": int(len(pre))})
     return _layout(fig, 640, label, rows)
 
 

@@ -96,10 +96,12 @@ def _counters(records: list[dict], gauges: tuple[str, ...], lane_key: str) -> pd
                                            "time": time, "lane": pd.Series(lanes[step], dtype=object)})
 
 
-def _requests(reqs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _requests(reqs: list[dict], retractions=()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The requests table from the request lines; the events: arrivals, finishes, preemptions
+    (V0's warnings, each its request's) and SGLang's retractions (no request named: request "")."""
     arrive_kinds = {"received", "added", "receive", "json"}
     first: dict[str, dict] = {}
-    ev_t, ev_r, ev_k, ev_d = [], [], [], []
+    ev_t, ev_r, ev_k, ev_d, ev_line = [], [], [], [], []
     for q in reqs:
         rid = q.get("request")
         if not rid:
@@ -110,6 +112,7 @@ def _requests(reqs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
             ev_k.append("preempt")
             n = q.get("cumulative")
             ev_d.append(f"{q.get('mode', 'recompute')}" + (f"; preemption {n:,} of the server's run" if n else ""))
+            ev_line.append(q.get("line", 0))
             continue
         row = first.setdefault(rid, {"request": rid, "arrival_time": math.nan, "finish_time": math.nan,
                                      "prompt_len": None, "output_tokens": None, "cached_tokens": None})
@@ -128,6 +131,20 @@ def _requests(reqs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         ev_t.append(t)
         ev_r.append(rid)
         ev_d.append(q["kind"])
+        ev_line.append(q.get("line", 0))
+    for x in retractions:
+        n = x.get("retracted")
+        ratio = x.get("new_token_ratio")
+        ev_t.append(_num(x.get("t")))
+        ev_r.append("")
+        ev_k.append("preempt")
+        ev_d.append(("retracted " + (f"{n:,} request{'s' if n != 1 else ''}" if n is not None else "requests"))
+                    + (f"; new-token ratio {ratio[0]:g} -> {ratio[1]:g}" if ratio else "")
+                    + (f"; {x['lane']}" if x.get("lane") else ""))
+        ev_line.append(x.get("line", 0))
+    if retractions:   # in the log's order
+        order = sorted(range(len(ev_t)), key=ev_line.__getitem__)
+        ev_t, ev_r, ev_k, ev_d = ([v[i] for i in order] for v in (ev_t, ev_r, ev_k, ev_d))
     rows = list(first.values())
     n = len(rows)
     requests = table_from_columns("requests", {
@@ -151,7 +168,7 @@ def to_trace(read) -> Trace:
     else:
         steps = empty_table("steps")
         counters = _counters(read.stats, VL_GAUGES, "engine")
-    requests, events = _requests(read.requests)
+    requests, events = _requests(read.requests, read.extra.get("retractions") or ())
     meta = {"source": SOURCES.get(read.engine, "server-log"), "time_unit": "s", "engine": read.engine,
             "era": read.era, "traits": list(read.traits), "clock": read.clock, "time_origin": read.time_origin,
             "file": read.name, "lanes": list(read.lanes), "counters_kind": "gauges",

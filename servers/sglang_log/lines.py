@@ -24,6 +24,10 @@ BARE = re.compile(_BRACKET + r"(?=#running-req: \d+, #token: \d+)")
 TIME_IN = re.compile(r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,]\d{1,6})?[^\]\n]{0,60}\]")
 ACCESS = re.compile(r"INFO: +(?P<client>\S{1,80}) - \"(?P<method>[A-Z]{3,7}) (?P<path>\S{1,200}) HTTP/[\d.]{1,3}\" "
                     r"(?P<status>\d{3})")
+# the scheduler's decode-step retraction (KV pool full: requests sent back to the queue, their KV freed)
+RETRACT = re.compile(_BRACKET + r"KV cache pool is full\. Retract requests\.(?:\s*#retracted_reqs: (?P<n>\d{1,9}))?"
+                     r"(?:,\s*#new_tokens_gained: (?P<gained>\d{1,15}))?"
+                     r"(?:,\s*#new_token_ratio: (?P<a>\d{1,6}(?:\.\d{1,8})?) -> (?P<b>\d{1,6}(?:\.\d{1,8})?))?")
 RECEIVE = re.compile(r"\bReceive: obj=\w{1,40}\(")
 FINISH = re.compile(r"\bFinish: obj=\w{1,40}\(")
 RID = re.compile(r"""\brid=['"](?P<rid>[^'"]{1,200})['"]|['"]id['"]: ['"](?P<id>[^'"]{1,200})['"]""")
@@ -128,3 +132,17 @@ def request_line(text: str):
                 rec[mm["k"]] = int(mm["v"])
             return rec
     return None
+
+
+def retract_line(text: str):
+    """A retraction record (how many requests, the new-token ratio before -> after, the tokens
+    gained where printed) and the ranks of its prefix (`DP1 TP0`, "" for none), or None."""
+    m = RETRACT.search(text)
+    if m is None:
+        return None
+    rec = {"retracted": int(m["n"]) if m["n"] else None}
+    if m["gained"]:
+        rec["new_tokens_gained"] = int(m["gained"])
+    if m["a"]:
+        rec["new_token_ratio"] = [float(m["a"]), float(m["b"])]
+    return rec, (m["ranks"] or "").strip()

@@ -11,7 +11,7 @@ import re
 
 from servers.server_log.base import LineReader, Parsed, median, unknown_spans
 
-from .lines import CORE, HYBRID, PD_DECODE, PD_PREFILL, parse_batch, request_line, time_of
+from .lines import CORE, HYBRID, PD_DECODE, PD_PREFILL, parse_batch, request_line, retract_line, time_of
 
 MAX_REQUESTS = 200_000
 GAP_S = 5.0   # a busy server logs a decode line at least every few seconds (40 steps)
@@ -48,6 +48,9 @@ class SGLangLogReader(LineReader):
         self._strs: dict[str, str] = {}
         self._lanes: dict[str, str] = {}
         self._stamp: str | None = None
+        self.retractions: list[dict] = []   # `KV cache pool is full. Retract requests.` lines
+        self.retract_lines = 0
+        self.retracted_reqs = 0
 
     def parse(self, text: str) -> Parsed | None:
         got = parse_batch(text)
@@ -110,6 +113,11 @@ class SGLangLogReader(LineReader):
     def other(self, no: int, text: str) -> None:
         if _VLLM_STATS in text:
             self.out.other_engine_lines["vllm"] = self.out.other_engine_lines.get("vllm", 0) + 1
+        if "Retract requests" in text:
+            got = retract_line(text)
+            if got is not None:
+                self._retracted(no, text, *got)
+                return
         req = request_line(text) if ("INFO:" in text or "Receive" in text or "Finish" in text or '"rid"' in text) else None
         if req is None:
             self.out.other_lines += 1
@@ -119,6 +127,21 @@ class SGLangLogReader(LineReader):
             date, hms = time_of(text)
             t = self.clock.at(date, None, hms) if hms else None
             self.out.requests.append({"line": no, "time": (f"{date} {hms}" if date else hms), "t": t, **req})
+
+    def _retracted(self, no: int, text: str, rec: dict, ranks: str) -> None:
+        """A retraction line: kept (MAX_REQUESTS at most) and counted, its lane a DP rank of its
+        prefix; the same line of another rank of the DP group than its batch lines' is a duplicate."""
+        dp = _DP.search(ranks)
+        lane = f"DP{dp.group(1)}" if dp else ""
+        if self.leader.get(lane, ranks) != ranks:
+            self.out.duplicates += 1
+            return
+        self.retract_lines += 1
+        self.retracted_reqs += rec["retracted"] or 0
+        if len(self.retractions) < MAX_REQUESTS:
+            date, hms = time_of(text)
+            self.retractions.append({"line": no, "time": (f"{date} {hms}" if date else hms),
+                                     "t": self.clock.at(date, None, hms) if hms else None, "lane": lane, **rec})
 
     # -- the verdict ---------------------------------------------------------------------------
     def finish(self) -> None:
@@ -146,6 +169,10 @@ class SGLangLogReader(LineReader):
             tr.append("input throughput on prefill lines")
         if "pending_tokens" in self.keys:
             tr.append("#pending-token on prefill lines")
+        if self.retract_lines:
+            tr.append(f"retractions (KV cache pool full): {self.retract_lines:,} lines, {self.retracted_reqs:,} "
+                      "requests sent back to the queue")
+            o.extra["retractions"] = self.retractions
         if any(r for r in self.ranks_seen):
             tr.append("ranks: " + ", ".join(r or "(none)" for r in self.ranks_seen[:12])
                       + (" …" if len(self.ranks_seen) > 12 else ""))
@@ -168,7 +195,8 @@ class SGLangLogReader(LineReader):
         o.cannot_say = [
             "which requests were in a batch (batch lines carry no request ids)",
             "chunk boundaries per request: which request a chunked prefill's tokens belong to",
-            "retraction (preemption) victims",
+            "which requests were retracted (preempted): a retraction line gives their number only"
+            if self.retract_lines else "retraction (preemption) victims",
             "how long a batch took: times have one-second resolution",
         ]
         if interval is None or interval > 1.5:

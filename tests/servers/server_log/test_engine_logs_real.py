@@ -134,7 +134,7 @@ def test_v0_preemption_warnings_are_read_as_preemptions():
     assert list(ev["detail"]) == ["recompute; preemption 3,501 of the server's run",
                                   "swap; preemption 3,551 of the server's run", "recompute"]
     assert len(log.trace.requests) == 0   # a warning is an event of its request, not a request line of its own
-    assert gauges_figure(log.trace).layout.meta["preemption_warnings"] == 3
+    assert gauges_figure(log.trace).layout.meta["preempt_marks"] == 3
 
 
 def test_a_preempted_request_id_of_html_is_shown_as_written():
@@ -144,3 +144,37 @@ def test_a_preempted_request_id_of_html_is_shown_as_written():
     fig = gauges_figure(read_log(f"{stats}\n{line}\n".encode()).trace)
     mark = next(t for t in fig.data if t.name.startswith("preemption warning"))
     assert mark.customdata[0][0] == "&lt;b&gt;x&lt;/b&gt;&#37;{y}"
+
+
+def test_sglang_retractions_are_read_and_counted_once_per_dp_group():
+    """`KV cache pool is full. Retract requests.` (each decode step that sends requests back to the
+    queue; the three forms users pasted: with #new_tokens_gained, with the ratio only, bare), among a
+    real excerpt's DP-ranked decode lines: counted per line and per request, the line of another rank
+    of a DP group than its batch lines' a duplicate, each an event of the Trace and a mark on the
+    gauges chart; which requests went back it cannot say."""
+    from figures.serverlog import gauges_figure
+    batch = next(p for p in SGLANG if p.name == "06_sglang_20766.log").read_text().splitlines()[:3]
+    at = batch[0][:batch[0].index("]") + 2]   # `[2026-03-17 17:35:07 DP9 TP9] `
+    lines = [*batch,
+             at + "KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 646, "
+                  "#new_token_ratio: 0.0980 -> 0.3487",
+             at.replace("TP9", "TP10") + "KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+                                         "#new_tokens_gained: 646, #new_token_ratio: 0.0980 -> 0.3487",
+             at.replace("DP9 TP9", "DP13 TP13") + "KV cache pool is full. Retract requests. #retracted_reqs: 3, "
+                                                  "#new_token_ratio: 0.3397 -> 0.3530",
+             at.replace("DP9 TP9", "DP15 TP15") + "KV cache pool is full. Retract requests."]
+    log = read_log("\n".join(lines).encode())
+    r = log.read
+    assert r.engine == "sglang" and r.not_understood == 0 and r.other_lines == 0 and r.duplicates == 1
+    got = [(x["lane"], x["retracted"], x.get("new_tokens_gained"), x.get("new_token_ratio")) for x in r.extra["retractions"]]
+    assert got == [("DP9", 1, 646, [0.098, 0.3487]), ("DP13", 3, None, [0.3397, 0.353]), ("DP15", None, None, None)]
+    assert "retractions (KV cache pool full): 3 lines, 4 requests sent back to the queue" in r.traits
+    assert any(c.startswith("which requests were retracted") for c in r.cannot_say)
+    ev = log.trace.events
+    assert list(ev["kind"]) == ["preempt"] * 3 and list(ev["request"]) == [""] * 3
+    assert list(ev["detail"]) == ["retracted 1 request; new-token ratio 0.098 -> 0.3487; DP9",
+                                  "retracted 3 requests; new-token ratio 0.3397 -> 0.353; DP13", "retracted requests; DP15"]
+    fig = gauges_figure(log.trace)
+    assert fig.layout.meta["preempt_marks"] == 3 and fig.data[-1].name == "retraction (KV cache pool full)"
+    # a log without such a line keeps the plain sentence
+    assert "retraction (preemption) victims" in read_log("\n".join(batch).encode()).read.cannot_say
