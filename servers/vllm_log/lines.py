@@ -106,6 +106,10 @@ CONFIG_INT = re.compile(r"'(max_num_seqs|max_num_batched_tokens|block_size|num_g
 CONFIG_BOOL = re.compile(r"'(enable_prefix_caching|enable_chunked_prefill)': (True|False)\b")
 ENGINE_CONFIG = re.compile(r"\b(enable_prefix_caching|enable_chunked_prefill)=(True|False)\b|\bmax_seq_len=(\d{1,9})\b")
 CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,9})")
+# the server's version as its start-up lines say it: the engine's `Initializing a V1 LLM engine (v0.32.0)
+# with config:` (V0: `an LLM engine`), the API server's `vLLM API server version 0.6.3` or its banner's `version 0.32.0`
+VERSION = re.compile(r"\bLLM engine \(v(?P<a>\d{1,3}\.\d{1,3}[\w.+-]{0,40})\)|\bvLLM API server version "
+                     r"(?P<b>\d{1,3}\.\d{1,3}[\w.+-]{0,40})|[\u2580-\u259f] +version (?P<c>\d{1,3}\.\d{1,3}[\w.+-]{0,40})")
 KV_SIZE = re.compile(r"\b(GPU|CPU) KV cache size: ([\d,]{1,15}) tokens")
 
 
@@ -167,3 +171,9 @@ def request_line(text: str):
         if m:
             return {"kind": "http", "method": m["method"], "path": m["path"], "status": int(m["status"])}, None
     return None
+
+
+def version_line(text: str) -> str | None:
+    """The vLLM version a start-up line states, or None."""
+    m = VERSION.search(text)
+    return (m["a"] or m["b"] or m["c"]) if m else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from servers.server_log.base import LineReader, Parsed, median, unknown_spans
 
-from .lines import CORE, config_line, parse_stats, request_line
+from .lines import CORE, config_line, parse_stats, request_line, version_line
 
 MAX_REQUESTS = 200_000
 
@@ -28,6 +28,7 @@ class VLLMLogReader(LineReader):
         self.sources: set[str] = set()
         self.request_count = 0
         self.config: dict = {}
+        self.version: str | None = None
 
     def parse(self, text: str) -> Parsed | None:
         got = parse_stats(text)
@@ -81,6 +82,8 @@ class VLLMLogReader(LineReader):
         got = request_line(text) if ("request" in text or "HTTP/" in text or "preempted by" in text) else None
         if got is None:
             self.out.other_lines += 1
+            if self.version is None and ("version" in text or "LLM engine (v" in text):
+                self.version = version_line(text)   # the first start-up's
             if "non-default args:" in text or "with config:" in text or "KV cache size:" in text \
                     or "Chunked prefill is enabled" in text:
                 for k, v in (config_line(text) or {}).items():
@@ -105,6 +108,9 @@ class VLLMLogReader(LineReader):
         else:
             o.era = "unknown (no stats line read)"
         tr = []
+        if self.version:
+            o.extra["vllm_version"] = self.version
+            tr.append(f"vLLM {self.version} (its start-up lines)")
         if self.process:
             tr.append("`(APIServer pid=N)` process labels (mid-2025 on)")
         for k, words in (("deferred", "Deferred field"), ("preemptions", "Preemptions field"),

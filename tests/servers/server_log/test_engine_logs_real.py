@@ -178,3 +178,19 @@ def test_sglang_retractions_are_read_and_counted_once_per_dp_group():
     assert fig.layout.meta["preempt_marks"] == 3 and fig.data[-1].name == "retraction (KV cache pool full)"
     # a log without such a line keeps the plain sentence
     assert "retraction (preemption) victims" in read_log("\n".join(batch).encode()).read.cannot_say
+
+
+@pytest.mark.parametrize("lines, version", [
+    (["INFO 10-17 09:00:01 api_server.py:528] vLLM API server version 0.6.3.post1",
+      "INFO 10-17 09:00:02 llm_engine.py:237] Initializing an LLM engine (v0.6.3.post1) with config: model='m'"],
+     "0.6.3.post1"),
+    (["(EngineCore pid=9) INFO 12-04 19:11:45 [core.py:133] Initializing a V1 LLM engine (v0.11.0) with config: "
+      "model='m'", "(EngineCore pid=9) INFO 12-04 19:12:45 [core.py:133] Initializing a V1 LLM engine (v0.12.0) "
+      "with config: model='m'"], "0.11.0"),   # a restart's version is not followed, as its settings are not
+    (["WARNING 12-04 19:11:45 [x.py:1] this will be removed in a future version 2"], None),
+])
+def test_the_vllm_version_its_start_up_lines_state(lines, version):
+    stats = next(p for p in VLLM if p.name == "06_vllm_28926.log").read_text().splitlines()[0]
+    r = read_log("\n".join([*lines, stats]).encode()).read
+    assert r.engine == "vllm" and r.extra.get("vllm_version") == version
+    assert any(t.startswith(f"vLLM {version} ") for t in r.traits) == (version is not None)

@@ -43,6 +43,7 @@ def test_real_vllm_cpu_logs_read_fully(logs, name):
     assert max(x["prefix_cache_hit_rate"] for x in r.stats) > 0.2    # the shared prefixes hit
     # vLLM 0.32's logger never prints its Preemptions field: the reader says the silence tells nothing
     assert any(c.startswith("whether any request was preempted") for c in r.cannot_say)
+    assert r.extra["vllm_version"] == "0.32.0" and "vLLM 0.32.0 (its start-up lines)" in r.traits   # its banner
     args = s["vllm_args"]
     cfg = r.extra["server_config"]
     assert cfg["max_num_seqs"] == args["max-num-seqs"] and cfg["block_size"] == args["block-size"]
