@@ -319,19 +319,32 @@ def _sglang(read) -> Implied:
     assumed.append(f"outputs: the decode tokens the decode lines imply ({g_total:,.0f}: #running-req x {k:g} "
                    "steps per line) shared evenly")
     said: dict = {}
+    limits = read.extra.get("server_config") or {}   # the scheduler's start-up line, where the log has it
     pools = [b["kv_tokens"] / b["kv_usage"] for b in dec if b.get("kv_tokens") and (b.get("kv_usage") or 0) >= 0.05]
-    if pools:
+    if limits.get("max_total_num_tokens", 0) > 0:
+        said["kv_cache_tokens"] = limits["max_total_num_tokens"]
+    elif pools:
         said["kv_cache_tokens"] = int(np.median(pools))
     runs = [int(b.get("running") or 0) + int(b.get("new_seqs") or 0) for b in read.batches]
-    said["max_num_seqs"] = max(max(runs), 1)
-    chunk = max(int(b.get("new_tokens") or 0) for b in pre)
-    said["max_num_batched_tokens"] = max(chunk, 1)
+    seqs = limits.get("max_running_requests", 0)
+    said["max_num_seqs"] = seqs if seqs > 0 else max(max(runs), 1)
+    chunk = limits.get("chunked_prefill_size", 0)   # -1: chunking off, a prefill takes max_prefill_tokens
+    chunk = chunk if chunk > 0 else limits.get("max_prefill_tokens", 0)
+    said["max_num_batched_tokens"] = chunk if chunk > 0 else max(max(int(b.get("new_tokens") or 0) for b in pre), 1)
+    if limits.get("context_len", 0) > 0:
+        said["max_model_len"] = limits["context_len"]
     imp.from_log = dict(said)
-    assumed.append("settings from the log: the KV pool from #token / token usage" if pools else
-                   "no KV pool in the log (no decode line with usage over 5%)")
-    assumed.append(f"max_num_seqs {said['max_num_seqs']} (the most requests seen running) and max_num_batched_tokens "
-                   f"{said['max_num_batched_tokens']:,} (the largest prefill batch); a vLLM-style scheduler, not "
-                   "SGLang's own")
+    if limits:
+        assumed.append("settings from the scheduler's start-up line: " + ", ".join(
+            f"{k}={v:,}" for k, v in limits.items()) + "; what it leaves out, from the batch lines")
+    if "max_total_num_tokens" not in limits:
+        assumed.append("settings from the log: the KV pool from #token / token usage" if pools else
+                       "no KV pool in the log (no decode line with usage over 5%)")
+    assumed.append(f"max_num_seqs {said['max_num_seqs']} "
+                   + ("(max_running_requests)" if seqs > 0 else "(the most requests seen running)")
+                   + f" and max_num_batched_tokens {said['max_num_batched_tokens']:,} "
+                   + ("(its chunk size)" if chunk > 0 else "(the largest prefill batch)")
+                   + "; a vLLM-style scheduler, not SGLang's own")
     assumed.append("prefix caching off in the simulator: the cached tokens are computed again")
     need = max(p + o for (_, p), o in zip(reqs, outs))
     imp.config = _settings(said, assumed, need)

@@ -28,6 +28,10 @@ ACCESS = re.compile(r"INFO: +(?P<client>\S{1,80}) - \"(?P<method>[A-Z]{3,7}) (?P
 RETRACT = re.compile(_BRACKET + r"KV cache pool is full\. Retract requests\.(?:\s*#retracted_reqs: (?P<n>\d{1,9}))?"
                      r"(?:,\s*#new_tokens_gained: (?P<gained>\d{1,15}))?"
                      r"(?:,\s*#new_token_ratio: (?P<a>\d{1,6}(?:\.\d{1,8})?) -> (?P<b>\d{1,6}(?:\.\d{1,8})?))?")
+# the scheduler's start-up line (scheduler.py): `max_total_num_tokens=N, chunked_prefill_size=N, max_prefill_tokens=N,
+# max_running_requests=N, context_len=N[, available_gpu_mem=X GB]` (older builds: fewer of them, or `[gpu_id=0] ` first)
+LIMIT_KEYS = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "context_len")
+LIMITS = re.compile(r"\b(" + "|".join(LIMIT_KEYS) + r")=(-?\d{1,15})\b")
 RECEIVE = re.compile(r"\bReceive: obj=\w{1,40}\(")
 FINISH = re.compile(r"\bFinish: obj=\w{1,40}\(")
 RID = re.compile(r"""\brid=['"](?P<rid>[^'"]{1,200})['"]|['"]id['"]: ['"](?P<id>[^'"]{1,200})['"]""")
@@ -146,3 +150,10 @@ def retract_line(text: str):
     if m["a"]:
         rec["new_token_ratio"] = [float(m["a"]), float(m["b"])]
     return rec, (m["ranks"] or "").strip()
+
+
+def limits_line(text: str) -> dict | None:
+    """The scheduler's limits its start-up line states ({key: int} of LIMIT_KEYS), or None."""
+    if "max_total_num_tokens=" not in text:
+        return None
+    return {k: int(v) for k, v in LIMITS.findall(text)} or None

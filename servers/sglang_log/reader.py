@@ -11,7 +11,7 @@ import re
 
 from servers.server_log.base import LineReader, Parsed, median, unknown_spans
 
-from .lines import CORE, HYBRID, PD_DECODE, PD_PREFILL, parse_batch, request_line, retract_line, time_of
+from .lines import CORE, HYBRID, PD_DECODE, PD_PREFILL, limits_line, parse_batch, request_line, retract_line, time_of
 
 MAX_REQUESTS = 200_000
 GAP_S = 5.0   # a busy server logs a decode line at least every few seconds (40 steps)
@@ -49,6 +49,7 @@ class SGLangLogReader(LineReader):
         self._lanes: dict[str, str] = {}
         self._stamp: str | None = None
         self.retractions: list[dict] = []   # `KV cache pool is full. Retract requests.` lines
+        self.limits: dict = {}               # the scheduler's start-up line (max_total_num_tokens=...)
         self.retract_lines = 0
         self.retracted_reqs = 0
 
@@ -113,6 +114,11 @@ class SGLangLogReader(LineReader):
     def other(self, no: int, text: str) -> None:
         if _VLLM_STATS in text:
             self.out.other_engine_lines["vllm"] = self.out.other_engine_lines.get("vllm", 0) + 1
+        if not self.limits and "max_total_num_tokens=" in text:
+            self.limits = limits_line(text) or {}   # the first start-up's (a restart's are not followed)
+            if self.limits:
+                self.out.other_lines += 1
+                return
         if "Retract requests" in text:
             got = retract_line(text)
             if got is not None:
@@ -169,6 +175,9 @@ class SGLangLogReader(LineReader):
             tr.append("input throughput on prefill lines")
         if "pending_tokens" in self.keys:
             tr.append("#pending-token on prefill lines")
+        if self.limits:
+            o.extra["server_config"] = dict(self.limits)
+            tr.append("the scheduler's limits from its start-up line (" + ", ".join(f"{k}={v:,}" for k, v in self.limits.items()) + ")")
         if self.retract_lines:
             tr.append(f"retractions (KV cache pool full): {self.retract_lines:,} lines, {self.retracted_reqs:,} "
                       "requests sent back to the queue")

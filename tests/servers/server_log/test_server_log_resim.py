@@ -155,3 +155,25 @@ def test_cli_resimulate(tmp_path):
     assert p.returncode == 0 and "assumed:" in p.stdout and "implied workload" in p.stdout
     p = run(str(SAMPLES / "vllm_cpu_default.log.gz"), "--resimulate")
     assert p.returncode == 1 and "--enable-log-requests" in p.stdout and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("chunk, batched", [(2048, 2048), (-1, 16384)])
+def test_sglang_start_up_limits_set_the_implied_settings(chunk, batched):
+    """SGLang's scheduler states its limits at start-up (`max_total_num_tokens=N, chunked_prefill_size=N,
+    max_prefill_tokens=N, max_running_requests=N, context_len=N, available_gpu_mem=X GB`): the
+    re-simulation takes them over the estimates from the batch lines (chunking off, -1: a prefill
+    takes max_prefill_tokens); a restart's line is not followed."""
+    line = ("[2025-09-03 18:33:10] max_total_num_tokens=263614, chunked_prefill_size={c}, max_prefill_tokens=16384, "
+            "max_running_requests={m}, context_len=32768, available_gpu_mem=11.20 GB\n")
+    body = (FIX / "sglang" / "18_sglang_10053.log").read_text()
+    r = read_log((line.format(c=chunk, m=48) + body + line.format(c=999, m=7)).encode()).read
+    assert r.not_understood == 0 and r.extra["server_config"] == {
+        "max_total_num_tokens": 263614, "chunked_prefill_size": chunk, "max_prefill_tokens": 16384,
+        "max_running_requests": 48, "context_len": 32768}
+    imp = implied_workload(r)
+    bs = imp.config["block_size"]
+    assert imp.config["max_num_seqs"] == 48 and imp.config["max_num_batched_tokens"] == batched
+    assert imp.config["num_gpu_blocks"] == 263614 // bs and imp.config["max_model_len"] == 32768
+    assert any(a.startswith("settings from the scheduler's start-up line") for a in imp.assumed)
+    plain = implied_workload(read_log(body.encode()).read)   # without it: the batch lines' estimates
+    assert plain.config["max_num_seqs"] < 48 and "max_model_len" not in plain.config
