@@ -48,6 +48,7 @@ import pandas as pd
 from sim.cost import CalibratedCost
 from sim.simulate import simulate
 from sim.trace import Trace
+from sim.versions import NEWEST, normalize
 from sim.workload import DEFAULT_CONFIG, Request, Workload
 
 MAX_REQUESTS = 100_000
@@ -245,6 +246,13 @@ def _vllm(read) -> Implied:
     imp.from_log = said
     need = max(p + o for p, o in zip(prompts, outs))
     imp.config = _settings(said, assumed, need)
+    version = read.extra.get("vllm_version")
+    if version:   # the scheduler's rules of the version the log states, where the simulator has them
+        try:
+            imp.config["vllm_version"] = normalize(version)
+            assumed.append(f"the scheduler's rules of vLLM {imp.config['vllm_version']} (the log's version, {version})")
+        except ValueError:
+            assumed.append(f"the scheduler's rules of vLLM {NEWEST}: the simulator has none for the log's {version}")
     if said.get("enable_prefix_caching", True):
         assumed.append("prefix caching off in the simulator (which prompts share a prefix is not logged)")
     imp.workload = Workload([Request(id=q["request"], prompt_len=p, max_tokens=o, arrival_time=float(q["t"]))

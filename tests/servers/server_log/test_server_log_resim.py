@@ -4,6 +4,7 @@ read fully, and the workload a log implies (servers.server_log.resim) held to th
 and, for the real runs, to what was really sent."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -85,6 +86,12 @@ def test_implied_workload_of_the_real_log_matches_its_totals_and_what_was_sent(l
     assert abs((t[-1] - t[0]) - (at[-1] - at[0])) <= 2.0
     assert imp.config["max_num_seqs"] == 8 and imp.config["num_gpu_blocks"] == s["vllm_args"]["num-gpu-blocks-override"]
     assert any("prefix caching off" in a for a in imp.assumed) and any("step cost" in a for a in imp.assumed)
+    # the server said its version: the simulator follows that version's scheduler rules
+    assert imp.config["vllm_version"] == "0.32" and "the scheduler's rules of vLLM 0.32 (the log's version, 0.32.0)" \
+        in imp.assumed
+    # a version it has no rules for: said, and the newest rules (a copy: the fixture is shared)
+    imp = implied_workload(dataclasses.replace(r, extra={**r.extra, "vllm_version": "0.6.3.post1"}))
+    assert "vllm_version" not in imp.config and any("has none for the log's 0.6.3.post1" in a for a in imp.assumed)
 
 
 def test_resimulation_sits_beside_the_log(logs):
