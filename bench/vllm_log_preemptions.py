@@ -27,9 +27,9 @@ import make_vllm_server_logs as logs  # noqa: E402
 from servers.vllm import launch, load  # noqa: E402
 
 
-def main() -> None:
-    if not logs.PY.exists():
-        raise SystemExit("no .venv-vllm: run `bash servers/vllm/make_venv.sh` first")
+def run() -> tuple[float | None, list[str], list[str]]:
+    """One server's run: (the preemptions /metrics counted, each stats line's Preemptions field
+    where it has one, the stats lines)."""
     rng = random.Random(99)
     reqs = [{"id": f"kv{i}", "prompt": logs._prompt(rng, rng.randint(20, 60)), "max_tokens": rng.randint(450, 560),
              "at_ms": 2.0 * i, "request_id": f"kv{i}"} for i in range(12)]
@@ -57,11 +57,18 @@ def main() -> None:
             log.seek(0)
             text = log.read().decode("utf-8", "replace")
     if failed:
-        raise SystemExit(f"requests failed: {failed}")
+        raise RuntimeError(f"requests failed: {failed}")
     counted = re.search(r"^vllm:num_preemptions_total\{[^}]*\} (\S+)$", metrics, re.M)
     stats = [line for line in text.splitlines() if "Avg prompt throughput" in line]
     fields = [m.group(1) for line in stats for m in [re.search(r"Preemptions: (\d+)", line)] if m]
-    print(f"/metrics vllm:num_preemptions_total: {counted.group(1) if counted else 'absent'}")
+    return (float(counted.group(1)) if counted else None), fields, stats
+
+
+def main() -> None:
+    if not logs.PY.exists():
+        raise SystemExit("no .venv-vllm: run `bash servers/vllm/make_venv.sh` first")
+    counted, fields, stats = run()
+    print(f"/metrics vllm:num_preemptions_total: {counted if counted is not None else 'absent'}")
     print(f"stats lines: {len(stats)}, with a Preemptions field: {len(fields)} {fields}")
     for line in stats:
         print("  " + line[line.find("Engine"):] if "Engine" in line else "  " + line)
