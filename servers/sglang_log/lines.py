@@ -30,7 +30,8 @@ RETRACT = re.compile(_BRACKET + r"KV cache pool is full\. Retract requests\.(?:\
                      r"(?:,\s*#new_token_ratio: (?P<a>\d{1,6}(?:\.\d{1,8})?) -> (?P<b>\d{1,6}(?:\.\d{1,8})?))?")
 # the scheduler's start-up line (scheduler.py): `max_total_num_tokens=N, chunked_prefill_size=N, max_prefill_tokens=N,
 # max_running_requests=N, context_len=N[, available_gpu_mem=X GB]` (older builds: fewer of them, or `[gpu_id=0] ` first)
-LIMIT_KEYS = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "context_len")
+LIMIT_KEYS = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
+              "context_len")
 LIMITS = re.compile(r"\b(" + "|".join(LIMIT_KEYS) + r")=(-?\d{1,15})\b")
 RECEIVE = re.compile(r"\bReceive: obj=\w{1,40}\(")
 FINISH = re.compile(r"\bFinish: obj=\w{1,40}\(")

@@ -177,7 +177,8 @@ class SGLangLogReader(LineReader):
             tr.append("#pending-token on prefill lines")
         if self.limits:
             o.extra["server_config"] = dict(self.limits)
-            tr.append("the scheduler's limits from its start-up line (" + ", ".join(f"{k}={v:,}" for k, v in self.limits.items()) + ")")
+            said = ", ".join(f"{k}={v:,}" for k, v in self.limits.items())
+            tr.append(f"the scheduler's limits from its start-up line ({said})")
         if self.retract_lines:
             tr.append(f"retractions (KV cache pool full): {self.retract_lines:,} lines, {self.retracted_reqs:,} "
                       "requests sent back to the queue")

@@ -95,7 +95,8 @@ def parse_stats(text: str):
     return "stats", rec, ok, prefix
 
 
-PREEMPTED = re.compile(r"\bSequence group (?P<id>[^\s]{1,200}) is preempted by (?:PreemptionMode\.)?(?P<mode>RECOMPUTE|SWAP)\b")
+PREEMPTED = re.compile(r"\bSequence group (?P<id>[^\s]{1,200}) is preempted by "
+                       r"(?:PreemptionMode\.)?(?P<mode>RECOMPUTE|SWAP)\b")
 CUMULATIVE = re.compile(r"\btotal_num_cumulative_preemption=(\d{1,12})\b")
 MAX_TOKENS = re.compile(r"\bmax_tokens=(\d{1,9})\b")
 IGNORE_EOS = re.compile(r"\bignore_eos=(True|False)\b")
@@ -108,8 +109,9 @@ ENGINE_CONFIG = re.compile(r"\b(enable_prefix_caching|enable_chunked_prefill)=(T
 CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,9})")
 # the server's version as its start-up lines say it: the engine's `Initializing a V1 LLM engine (v0.32.0)
 # with config:` (V0: `an LLM engine`), the API server's `vLLM API server version 0.6.3` or its banner's `version 0.32.0`
-VERSION = re.compile(r"\bLLM engine \(v(?P<a>\d{1,3}\.\d{1,3}[\w.+-]{0,40})\)|\bvLLM API server version "
-                     r"(?P<b>\d{1,3}\.\d{1,3}[\w.+-]{0,40})|[\u2580-\u259f] +version (?P<c>\d{1,3}\.\d{1,3}[\w.+-]{0,40})")
+VERSION = re.compile(r"\bLLM engine \(v(?P<a>\d{1,3}\.\d{1,3}[\w.+-]{0,40})\)"
+                     r"|\bvLLM API server version (?P<b>\d{1,3}\.\d{1,3}[\w.+-]{0,40})"
+                     r"|[\u2580-\u259f] +version (?P<c>\d{1,3}\.\d{1,3}[\w.+-]{0,40})")
 KV_SIZE = re.compile(r"\b(GPU|CPU) KV cache size: ([\d,]{1,15}) tokens")
 
 
