@@ -64,11 +64,13 @@ def _json_arg(text: str, what: str):
     """A JSON argument given inline or as a file name (read as any JSON a user gives: at most
     MAX_JSON_BYTES, a byte-order mark allowed, valid UTF-8)."""
     from .inputs import read_capped
-    from .limits import MAX_JSON_BYTES
+    from .limits import MAX_JSON_BYTES, shown
     if text.lstrip().startswith(("{", "[")):
         return text
     if not os.path.exists(text):
-        raise SystemExit(f"there is no {what} file {text} (give a file, or the JSON itself)")
+        # a name of 200,000 characters (an argument gone wrong) is shown cut
+        raise SystemExit(f"there is no {what} file {text if len(text) <= 80 else shown(text)} "
+                         "(give a file, or the JSON itself)")
     try:
         data = read_capped(text, MAX_JSON_BYTES)
     except OSError as e:

@@ -308,3 +308,12 @@ def test_a_recording_header_with_a_long_unknown_policy_is_one_line_of_200(tmp_pa
     for argv in (["vllm", "in.jsonl.gz"], ["fleet", "--recordings", "in.jsonl.gz", "--json"]):
         rc, _ = _cli(tmp_path, monkeypatch, capsys, *argv)
         assert isinstance(rc, str) and "unknown policy" in rc and not bad_refusal(rc, ["in.jsonl.gz"]), rc
+
+
+def test_a_grid_argument_of_200000_characters_is_one_short_line(tmp_path, monkeypatch, capsys):
+    # neither JSON nor a file: the refusal named it whole (200,056 characters; found by
+    # tests/fuzz_inputs.py --seed 1210)
+    (tmp_path / "w.json").write_bytes((ROOT / "tests/fixtures/vllm/preempt_fcfs.workload.json").read_bytes())
+    rc, _ = _cli(tmp_path, monkeypatch, capsys, "search", "w.json", "--grid", "z" * 200_000)
+    assert isinstance(rc, str) and rc.startswith("there is no grid file 'zzz"), rc[:300]
+    assert not bad_refusal(rc, ["w.json"]), rc[:300]
