@@ -192,7 +192,7 @@ def cmd_llamalog(args) -> int:
             raise SystemExit(f"{args.log}: not a llama-server log: {seen.reason}")
         trace = read_llama_log(args.log, progress=progress)
     except OSError as e:
-        raise SystemExit(f"cannot read {args.log}: {e}")
+        raise SystemExit(f"cannot read {args.log}: {e.strerror or e}")
     if args.progress:
         print(file=sys.stderr)
     for w in trace.meta.get("warnings", []):
@@ -297,7 +297,7 @@ def cmd_vllm(args) -> int:
         try:
             rec = read_recording(path, progress=_progress(args.progress, f"{path}: "))
         except OSError as e:
-            raise SystemExit(f"cannot read {path}: {e}")
+            raise SystemExit(f"cannot read {path}: {e.strerror or e}")
         except ValueError as e:
             raise SystemExit(f"{path}: {e}")
         if args.progress:

@@ -317,3 +317,12 @@ def test_a_grid_argument_of_200000_characters_is_one_short_line(tmp_path, monkey
     rc, _ = _cli(tmp_path, monkeypatch, capsys, "search", "w.json", "--grid", "z" * 200_000)
     assert isinstance(rc, str) and rc.startswith("there is no grid file 'zzz"), rc[:300]
     assert not bad_refusal(rc, ["w.json"]), rc[:300]
+
+
+@pytest.mark.parametrize("cmd", ["log", "vllm", "llamalog", "run"])
+@pytest.mark.parametrize("where, why", [("gone.log", "No such file or directory"), (".", "Is a directory")])
+def test_a_path_that_cannot_be_read_says_why(cmd, where, why, tmp_path, monkeypatch, capsys):
+    # `sim log` said a missing file "is empty"; `sim vllm` and `llamalog` showed Python's "[Errno 2] ..."
+    rc, _ = _cli(tmp_path, monkeypatch, capsys, cmd, where)
+    assert isinstance(rc, str) and rc.startswith("cannot read ") and rc.endswith(why), rc
+    assert "Errno" not in rc and not bad_refusal(rc, [where]), rc

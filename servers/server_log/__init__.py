@@ -57,6 +57,8 @@ def read_log(src, name: str = "", engine: str | None = None, progress=None) -> S
     when it cannot be told), about every MiB and once at the end, where done == total."""
     if not isinstance(src, (bytes, bytearray, str)) and not hasattr(src, "__fspath__"):
         src = src.read()          # a stream: read once, then detect and parse from the bytes
+    elif not isinstance(src, (bytes, bytearray)):
+        open(src, "rb").close()   # a path that cannot be read says why (OSError), not "the file is empty"
     verdict = detect(src)
     which = engine or verdict.engine
     if not which:
