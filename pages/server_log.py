@@ -190,12 +190,16 @@ if ss["keep_sl_resim"]:
                    "states and a step cost fitted to it, drawn beside what the log says at the log's own times. "
                    "The log gives no per-request truth: read the assumptions below before the curves.")
         tot = imp["totals"]
-        c = st.columns(3)
+        c = st.columns(4)
         c[0].metric("Implied requests", fmt(imp["requests"]))
         c[1].metric("Prompt tokens (implied / logged)", f"{fmt(tot['implied_prompt_tokens'])} / "
                                                         f"{fmt(tot['log_prompt_tokens'])}")
         out_key = "log_generated_tokens" if "log_generated_tokens" in tot else "log_decode_tokens"
         c[2].metric("Output tokens (implied / logged)", f"{fmt(tot['implied_output_tokens'])} / {fmt(tot[out_key])}")
+        pre = rs.get("preemptions") or {}
+        c[3].metric("Preemptions (simulated / logged)",
+                    f"{fmt(pre.get('sim'))} / {'–' if pre.get('log') is None else fmt(pre['log'])}",
+                    help=f"Logged: {pre.get('log_is', 'nothing')}.")
         st.plotly_chart(from_spec(rs["figure"]), key="sl_resim", theme=None, config=CONFIG)
         st.markdown("**What is assumed**")
         st.markdown("\n".join(f"- {plain(a)}" for a in imp["assumed"]))

@@ -282,6 +282,9 @@ def _log_resim(read, as_json: bool) -> int:
     print("assumed:")
     for a in imp.assumed:
         print(f"  - {a}")
+    pre = res.preemptions
+    print(f"preemptions: simulated {pre['sim']:,}; logged "
+          + ("nothing" if pre["log"] is None else f"{pre['log']:,}") + f": {pre['log_is']}")
     print(f"{'gauge':24s} {'points':>6s} {'log mean':>10s} {'sim mean':>10s} {'mean |diff|':>11s}")
     for g, v in compare_summary(res.compare).items():
         f = lambda x: "-" if x is None else f"{x:,.3g}"   # noqa: E731

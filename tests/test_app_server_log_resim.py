@@ -7,7 +7,7 @@ from pathlib import Path
 from app_util import open_page as _open_page
 from plotly_util import chart_specs
 from servers.server_log import read_log
-from servers.server_log.resim import implied_workload
+from servers.server_log.resim import implied_workload, resimulate
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "server-logs"
@@ -30,6 +30,8 @@ def test_the_real_vllm_sample_with_request_lines_is_re_simulated_beside_the_log(
     assert metric(at, "Implied requests") == f"{len(imp.workload.requests):,}"
     assert metric(at, "Prompt tokens (implied / logged)") == \
         f"{imp.totals['implied_prompt_tokens']:,} / {imp.totals['log_prompt_tokens']:,}"
+    sim = int((resimulate(r).trace.events["kind"] == "preempt").sum())
+    assert metric(at, "Preemptions (simulated / logged)") == f"{sim:,} / –"   # the V1 log never says
     specs = chart_specs(at)
     meta = specs["sl_resim"]["layout"]["meta"]
     assert meta["gauges"] == ["running", "waiting", "kv_usage", "prompt_throughput", "generation_throughput"]

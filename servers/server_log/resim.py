@@ -82,6 +82,7 @@ class Resim:
     implied: Implied
     trace: Trace | None = None
     compare: pd.DataFrame | None = None      # time, gauge, log, sim
+    preemptions: dict | None = None          # the log's count (or what it can say) beside the simulator's
 
     def to_json(self) -> dict:
         out = {"implied": self.implied.to_json()}
@@ -90,7 +91,33 @@ class Resim:
             out["compare"] = {g: {"time": d["time"].tolist(), "log": d["log"].tolist(), "sim": d["sim"].tolist()}
                               for g, d in c.groupby("gauge", sort=False)}
             out["compare_summary"] = compare_summary(c)
+        if self.preemptions is not None:
+            out["preemptions"] = self.preemptions
         return out
+
+
+def preemptions(read, trace: Trace) -> dict:
+    """The simulator's preemptions beside what the log says of the server's: SGLang's retracted
+    requests (each retraction is logged), vLLM V0's count at its last preemption warning (a lower
+    bound: it warns at every 50th), the Preemptions fields of a vLLM build that prints them, or
+    None where the log cannot say (vLLM V1: its logger never prints the field)."""
+    ev = trace.events
+    out = {"sim": int((ev["kind"].astype(str).to_numpy() == "preempt").sum()) if len(ev) else 0}
+    warned = read.extra.get("preemption_warnings") or {}
+    fields = [r["preemptions"] for r in read.stats if r.get("preemptions")]
+    if read.engine == "sglang":
+        out["log"] = sum(x.get("retracted") or 0 for x in read.extra.get("retractions") or ())
+        out["log_is"] = "the requests its retraction lines sent back (#retracted_reqs)"
+    elif warned.get("cumulative_max"):
+        out["log"] = warned["cumulative_max"]
+        out["log_is"] = "at least this many: the server's count at its last preemption warning (V0 warns at every 50th)"
+    elif fields:
+        out["log"] = sum(fields)
+        out["log_is"] = "the stats lines' Preemptions fields, summed"
+    else:
+        out["log"] = None
+        out["log_is"] = "V1's stats lines never carry the count, and V0 warns only at every 50th"
+    return out
 
 
 def _shares(total: int, n: int) -> list[int]:
@@ -475,6 +502,7 @@ def resimulate(read, max_steps: int = MAX_STEPS, max_requests: int = MAX_REQUEST
         log = np.array([np.nan if r.get(key) is None else float(r[key]) for r in recs])
         rows.append(pd.DataFrame({"time": times, "gauge": g, "log": log, "sim": sim}))
     res.compare = pd.concat(rows, ignore_index=True)
+    res.preemptions = preemptions(read, tr)
     return res
 
 

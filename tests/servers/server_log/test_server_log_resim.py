@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from servers.server_log import read_log
-from servers.server_log.resim import implied_workload, resimulate
+from servers.server_log.resim import implied_workload, preemptions, resimulate
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = ROOT / "samples" / "server-logs"
@@ -184,3 +184,25 @@ def test_sglang_start_up_limits_set_the_implied_settings(chunk, batched):
     assert any(a.startswith("settings from the scheduler's start-up line") for a in imp.assumed)
     plain = implied_workload(read_log(body.encode()).read)   # without it: the batch lines' estimates
     assert plain.config["max_num_seqs"] < 48 and "max_model_len" not in plain.config
+
+
+def test_the_simulator_s_preemptions_beside_what_the_log_says_of_them(logs):
+    """SGLang logs every retraction: their requests beside the simulator's preemptions; vLLM V0's
+    last warning gives a lower bound; a V1 log says nothing (None), and the JSON says which."""
+    r = logs["vllm_cpu_requests"].read
+    res = resimulate(r)
+    pre = res.to_json()["preemptions"]
+    sim = int((res.trace.events["kind"] == "preempt").sum())
+    assert pre["sim"] == sim > 0 and pre["log"] is None and pre["log_is"].startswith("V1's stats lines never")
+    body = (FIX / "sglang" / "18_sglang_10053.log").read_text().splitlines()
+    at = body[1][:body[1].index("]") + 2]
+    retract = [at + "KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.3 -> 0.4",
+               at + "KV cache pool is full. Retract requests. #retracted_reqs: 1"]
+    s = resimulate(read_log("\n".join(body[:2] + retract + body[2:]).encode()).read).preemptions
+    assert s["log"] == 3 and s["log_is"].startswith("the requests its retraction lines sent back")
+    v0 = (FIX / "vllm" / "01_vllm_12314.log").read_text().splitlines()
+    warn = ("WARNING 01-22 18:25:10 scheduler.py:1560] Sequence group cmpl-x-0 is preempted by PreemptionMode."
+            "RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_preemption=51")
+    v0r = read_log("\n".join(v0[:2] + [warn] + v0[2:]).encode()).read
+    assert v0r.extra["preemption_warnings"]["cumulative_max"] == 51
+    assert preemptions(v0r, res.trace)["log"] == 51
