@@ -104,13 +104,14 @@ def preemptions(read, trace: Trace) -> dict:
     ev = trace.events
     out = {"sim": int((ev["kind"].astype(str).to_numpy() == "preempt").sum()) if len(ev) else 0}
     warned = read.extra.get("preemption_warnings") or {}
-    fields = [r["preemptions"] for r in read.stats if r.get("preemptions")]
+    fields = [r["preemptions"] for r in read.stats if r.get("preemptions").__class__ is int]   # whole counts only
     if read.engine == "sglang":
         out["log"] = sum(x.get("retracted") or 0 for x in read.extra.get("retractions") or ())
         out["log_is"] = "the requests its retraction lines sent back (#retracted_reqs)"
     elif warned.get("cumulative_max"):
         out["log"] = warned["cumulative_max"]
-        out["log_is"] = "at least this many: the server's count at its last preemption warning (V0 warns at every 50th)"
+        out["log_is"] = ("at least this many: the server's count at its last preemption warning (V0 warns at "
+                         "every 50th)")
     elif fields:
         out["log"] = sum(fields)
         out["log_is"] = "the stats lines' Preemptions fields, summed"
