@@ -61,6 +61,19 @@ class SGLangLogReader(LineReader):
         rec["_meta"] = meta
         return Parsed(ok, rec, prefix, "batch")
 
+    def _lane(self, ranks: str) -> tuple[str, str]:
+        """(lane, ranks) of a line's rank text: its DP rank's lane ("" for none), and one string
+        object per distinct rank text (a long log holds them once)."""
+        lane = self._lanes.get(ranks)
+        if lane is None:
+            dp = _DP.search(ranks)
+            lane = f"DP{dp.group(1)}" if dp else ""
+            if len(self._lanes) < 4096:
+                self._strs[ranks] = ranks
+                self._lanes[ranks] = lane
+            return lane, ranks
+        return lane, self._strs[ranks]
+
     def take(self, p: Parsed, no: int, repeat: int) -> None:
         rec = p.record
         meta = rec.pop("_meta")
@@ -73,16 +86,7 @@ class SGLangLogReader(LineReader):
         else:
             date, hms = meta["date"], meta["time"].replace(",", ".")
         t = self.clock.at(date, None, hms) if hms else None
-        ranks = meta["ranks"]
-        lane = self._lanes.get(ranks)      # one string object per distinct rank text: a long log holds them once
-        if lane is None:
-            dp = _DP.search(ranks)
-            lane = f"DP{dp.group(1)}" if dp else ""
-            if len(self._lanes) < 4096:
-                self._strs[ranks] = ranks
-                self._lanes[ranks] = lane
-        else:
-            ranks = self._strs[ranks]
+        lane, ranks = self._lane(meta["ranks"])
         stamp = f"{date} {hms}" if date else hms
         stamp = self._stamp if stamp == self._stamp else stamp
         self._stamp = stamp
@@ -137,8 +141,7 @@ class SGLangLogReader(LineReader):
     def _retracted(self, no: int, text: str, rec: dict, ranks: str) -> None:
         """A retraction line: kept (MAX_REQUESTS at most) and counted, its lane a DP rank of its
         prefix; the same line of another rank of the DP group than its batch lines' is a duplicate."""
-        dp = _DP.search(ranks)
-        lane = f"DP{dp.group(1)}" if dp else ""
+        lane, ranks = self._lane(ranks)
         if self.leader.get(lane, ranks) != ranks:
             self.out.duplicates += 1
             return
