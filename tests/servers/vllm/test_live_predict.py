@@ -55,7 +55,9 @@ def fed_in_pieces(data: bytes, seed: int, first_fit: int = 8, budget: float | No
     rnd = random.Random(seed)
     stream, live = RecordingStream("r"), LivePrediction(first_fit=first_fit)
     k = points = fits = 0
-    fitted, started = None, {}   # a model -> the lines read when it was fitted
+    # a model -> (the model, the lines read when it was fitted): the model is held, so that a
+    # model let go of cannot hand its id() (an address) to a later one
+    fitted, started = None, {}
     while k < len(lines):
         n = rnd.choice(pieces)
         stream.feed(lines[k:k + n])
@@ -71,13 +73,13 @@ def fed_in_pieces(data: bytes, seed: int, first_fit: int = 8, budget: float | No
             p = None
         for m in (live.next, live.sim):
             if m is not None and id(m) not in started:
-                started[id(m)] = k
+                started[id(m)] = (m, k)
         if p is None:
             continue
         if live.sim is not None and live.sim is not fitted:   # a refit: the model is the fit on its steps
             fitted = live.sim
             fits += 1
-            first = read_recording(b"".join(lines[:started[id(fitted)]]), name="r")
+            first = read_recording(b"".join(lines[:started[id(fitted)][1]]), name="r")
             assert live.fitted_at == len(first.steps)
             assert cost_params(live.cost) == cost_params(fit_cost(first))
         if p is None or live.refitting or live.at_steps != len(rec.steps):
