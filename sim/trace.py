@@ -293,12 +293,12 @@ class Trace:
         return self._cached("kv", kv, lambda: KvIndex.of(kv))
 
     def _cached(self, what: str, table: pd.DataFrame, make):
-        """`make()` once per table object (a page that swaps a table in gets a fresh one)."""
-        key = (id(table), len(table))
+        """`make()` once per table object (a page that swaps a table in gets a fresh one). The memo
+        holds the table it was made from: an id() alone could be handed on to a later table."""
         hit = self._memo.get(what)
-        if hit is None or hit[0] != key:
-            hit = self._memo[what] = (key, make())
-        return hit[1]
+        if hit is None or hit[0] is not table or hit[1] != len(table):
+            hit = self._memo[what] = (table, len(table), make())
+        return hit[2]
 
     # -- save / load ----------------------------------------------------------------------
     def to_doc(self) -> dict:
