@@ -31,6 +31,19 @@ def poll(read, check, timeout_s: float, what: str, every_s: float = 0.1):
     raise AssertionError(f"{what}; last reading {seen}")
 
 
+# ui.primer's empty chart, the one static chart: app.py takes it away when a session's first run ends
+PRIMER_GONE = "![...document.querySelectorAll('.js-plotly-plot')].some(gd => gd._context && gd._context.staticPlot)"
+
+
+def settled(page, timeout: float) -> None:
+    """Wait (timeout in ms) until the page's run has ended: no status widget, and on a session's first
+    run the primer chart gone too (a loaded machine can show no status widget for a moment while
+    the run goes on, and a test that counts charts would count the primer)."""
+    from playwright.sync_api import expect
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=timeout)
+    page.wait_for_function(PRIMER_GONE, timeout=timeout)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

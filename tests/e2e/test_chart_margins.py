@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect
+from live_app import settled  # tests/e2e is on sys.path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from bench_pages import pages_from_app  # noqa: E402  (bench/ is not a package)
@@ -18,8 +18,6 @@ from bench_pages import pages_from_app  # noqa: E402  (bench/ is not a package)
 # the Live engine page draws its charts only once an engine runs (Choosing settings opens on its
 # default search's charts; tests/e2e/test_choosing_settings.py checks them after a search too)
 PAGES = [p for p in pages_from_app() if p["url_path"] not in ("live_engine",)]
-
-PRIMER_GONE = "![...document.querySelectorAll('.js-plotly-plot')].some(gd => gd._context && gd._context.staticPlot)"
 
 # each chart's margins as declared and as Plotly drew them, and whether its data traces are in
 MARGINS = r"""() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
@@ -34,10 +32,7 @@ MARGINS = r"""() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => 
 def test_charts_fit_their_declared_margins(page, app_url, p):
     page.goto(f"{app_url}/" if p["default"] else f"{app_url}/{p['url_path']}")
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1", timeout=150_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=150_000)
-    # the page's run has ended once app.py has taken away ui.primer's empty chart (the one static
-    # chart); a loaded machine can show no status widget for a moment while the run goes on
-    page.wait_for_function(PRIMER_GONE, timeout=150_000)
+    settled(page, timeout=150_000)
     page.wait_for_timeout(1500)   # the last charts draw after the script ends
     charts = [c for c in page.evaluate(MARGINS) if c["traces"]]
     assert charts, "no chart drawn"

@@ -10,12 +10,13 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 from playwright.sync_api import Page, expect
 
 from test_chart_margins import MARGINS
+from live_app import settled  # tests/e2e is on sys.path
 
 LINK = "Open the best config on Playback"
 
 
 def _idle(page: Page) -> None:
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=120_000)
+    settled(page, timeout=120_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
 

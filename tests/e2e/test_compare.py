@@ -11,6 +11,7 @@ import re
 import time
 
 from playwright.sync_api import Page, expect
+from live_app import settled  # tests/e2e is on sys.path
 
 LOCKSTEP = ".st-key-lockstep .js-plotly-plot"
 
@@ -18,7 +19,7 @@ LOCKSTEP = ".st-key-lockstep .js-plotly-plot"
 def wait_ready(page: Page, charts: int) -> None:
     # generous: on a shared 2-core box under load a first render has taken over 60 s
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    settled(page, timeout=60_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
 
@@ -75,7 +76,7 @@ def test_compare_plays_and_scrubs_both_sides_together(page: Page, app_url: str):
     expect(page.locator(".st-key-keep_cmp_step [data-testid=stSliderThumbValue]")).to_have_text("4", timeout=20_000)
     expect(page.get_by_text(re.compile(r"^A at step 4"))).to_be_visible(timeout=20_000)
     expect(page.get_by_text(re.compile(r"^B at step 4"))).to_be_visible(timeout=20_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=20_000)
+    settled(page, timeout=20_000)
     page.locator(".st-key-cmp_next button:visible").first.click()
     expect(page.get_by_text(re.compile(r"^A at step 5"))).to_be_visible(timeout=20_000)
     expect(page.get_by_text(re.compile(r"^B at step 5"))).to_be_visible(timeout=20_000)

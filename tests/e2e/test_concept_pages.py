@@ -8,6 +8,7 @@ import time
 
 import pytest
 from playwright.sync_api import expect
+from live_app import settled  # tests/e2e is on sys.path
 
 
 def _label(plot) -> int:
@@ -26,7 +27,7 @@ def test_page_renders_and_play_advances(page, app_url, path, heading, charts, pr
     t0 = time.monotonic()
     page.goto(f"{app_url}/{path}")
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
+    settled(page, timeout=90_000)
     print(f"\n{path} first render: {time.monotonic() - t0:.1f} s")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 from playwright.sync_api import Page, expect
+from live_app import settled  # tests/e2e is on sys.path
 
 LANES = ".st-key-fleet_lanes .js-plotly-plot"
 SIGNALS = ".st-key-fleet_signals .js-plotly-plot"
@@ -27,7 +28,7 @@ BIG = {"replicas": 16, "requests": 20_000}
 
 def wait_ready(page: Page, charts: int, timeout: int = 90_000) -> None:
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=timeout)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=timeout)
+    settled(page, timeout=timeout)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
 
@@ -55,7 +56,7 @@ def scrub_once(page: Page) -> tuple[float, float, float]:
         const a = document.querySelector('{LANES}'), b = document.querySelector('{SIGNALS}');
         return a && b && a.layout.shapes[0].x0 !== {before} && b.layout.shapes[0].x0 === a.layout.shapes[0].x0;
     }}""", timeout=60_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    settled(page, timeout=60_000)
     return before, marker(page, LANES), time.monotonic() - t0
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from servers.llama_server import read_llama_log
+from live_app import settled  # tests/e2e is on sys.path
 
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "llama-logs" / "c392e5094" / "s6_stream_cancel_seed603.log"
 BATCHES = ".st-key-ll_batches .js-plotly-plot"
@@ -17,7 +18,7 @@ def wait_ready(page: Page, charts: int = 3) -> None:
     """The page has drawn `charts` charts (the log's batches, its slot lanes, the call inspector;
     one more with the re-simulation on) and finished running."""
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
+    settled(page, timeout=90_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
 

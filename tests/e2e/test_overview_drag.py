@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from live_app import poll
+from live_app import poll, settled
 
 PLOTS = "Array.from(document.querySelectorAll('.js-plotly-plot'))"
 FIND = {"overview": f"{PLOTS}.find(p => p.layout && p.layout.meta && p.layout.meta.buckets !== undefined)",
@@ -24,7 +24,7 @@ def wait_lanes(page, check, timeout_s: float = 30) -> tuple[int, int]:
 def test_drag_on_the_overview_and_type_a_window(page, app_url):
     page.goto(f"{app_url}/?pb_scenario=random_500&pb_win=100-300")
     page.wait_for_function(f"() => {FIND['overview']} && {FIND['lanes']}", timeout=60_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    settled(page, timeout=60_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     assert wait_lanes(page, lambda s: s == (100, 300)) == (100, 300)
     # the overview's declared margins hold its legend and axes: Plotly draws it once

@@ -5,6 +5,7 @@ import re
 import time
 
 from playwright.sync_api import expect
+from live_app import settled  # tests/e2e is on sys.path
 
 CHARTS = "document.querySelectorAll('.js-plotly-plot').length >= 3"
 
@@ -20,7 +21,7 @@ def test_playback_renders_and_play_advances(page, app_url):
     t0 = time.monotonic()
     page.goto(app_url)
     page.wait_for_function(CHARTS, timeout=60_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    settled(page, timeout=60_000)
     print(f"\nplayback first render: {time.monotonic() - t0:.1f} s")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either

@@ -4,9 +4,9 @@ does not know, and only logs it)."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
 
 from figures.common import TRACE_TYPES
+from live_app import settled  # tests/e2e is on sys.path
 
 # every trace of every chart on the page, and whether Plotly found its module
 TRACES = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(
@@ -18,7 +18,7 @@ def test_pages_charts_use_only_registered_trace_types(page, app_url, path, chart
     page.goto(f"{app_url}/{path}")
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
                            timeout=60_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    settled(page, timeout=60_000)
     registered = page.evaluate("() => Object.keys(window.Plotly.PlotSchema.get().traces).sort()")
     assert registered == sorted(TRACE_TYPES)
     traces = page.evaluate(TRACES)

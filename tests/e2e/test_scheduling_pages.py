@@ -7,6 +7,7 @@ import time
 
 import pytest
 from playwright.sync_api import expect
+from live_app import settled  # tests/e2e is on sys.path
 
 # (url path with settings, page heading, charts expected, index of the animated chart to play, step it opens on)
 PAGES = [
@@ -34,7 +35,7 @@ def test_page_renders_and_play_advances(page, app_url, path, heading, charts, an
     t0 = time.monotonic()
     page.goto(f"{app_url}/{path}")
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=150_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=150_000)
+    settled(page, timeout=150_000)
     print(f"\n{path} first render: {time.monotonic() - t0:.1f} s")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
@@ -73,7 +74,7 @@ def test_admission_downloads_the_schedulers_run(page, app_url):
     figures at the last tick are the ones in the chart's live box."""
     page.goto(f"{app_url}/admission?adm_ticks=1000&adm_limit=4")
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=150_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=150_000)
+    settled(page, timeout=150_000)
     live = page.locator(".js-plotly-plot g.textpoint text").first.text_content() or ""   # at tick 1,000
     with page.expect_download(timeout=120_000) as info:
         page.locator(".st-key-adm_dl_trace button:visible").first.click()

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
+from live_app import settled  # tests/e2e is on sys.path
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "engine_logs"
 
 
 def wait_ready(page: Page, charts: int) -> None:
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
+    settled(page, timeout=90_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
 

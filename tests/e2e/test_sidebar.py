@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, expect
+from live_app import settled  # tests/e2e is on sys.path
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = {"width": 1280, "height": 800}
@@ -44,7 +45,7 @@ def test_every_page_is_in_the_sidebar_in_sight_at_1280x800(browser: Browser, app
         page.goto(f"{app_url}/{path}")
         nav = page.get_by_test_id("stSidebarNav")
         expect(nav).to_be_visible(timeout=120_000)
-        expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=120_000)
+        settled(page, timeout=120_000)
         expect(page.get_by_test_id("stSidebarNavViewButton")).to_have_count(0)   # no "View N more"
         expect(nav.get_by_text("View", exact=False).filter(has_text="more")).to_have_count(0)
         links = page.evaluate(SEEN)

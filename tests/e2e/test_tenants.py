@@ -5,6 +5,7 @@ import re
 import time
 
 from playwright.sync_api import expect
+from live_app import settled  # tests/e2e is on sys.path
 
 
 def _label(plot, prefix: str) -> int:
@@ -32,7 +33,7 @@ def open_page(page, url: str, title: str, charts: int) -> None:
     exception box and the page's heading."""
     page.goto(url)
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
+    settled(page, timeout=90_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)  # no st.error box either
     expect(page.get_by_role("heading", name=title)).to_be_visible()

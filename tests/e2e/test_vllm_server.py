@@ -8,13 +8,14 @@ from playwright.sync_api import Page, expect
 
 from servers.vllm.compare import decisions
 from servers.vllm.recording import read_recording, to_trace
+from live_app import settled  # tests/e2e is on sys.path
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "vllm"
 
 
 def wait_ready(page: Page, charts: int) -> None:
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=90_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=90_000)
+    settled(page, timeout=90_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
 
