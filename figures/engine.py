@@ -153,7 +153,7 @@ def live_figure(trace: Trace, height: int | None = None) -> go.Figure:
         "yaxis3": {"domain": doms[2], "anchor": "x3", "title": {"text": "requests"}, "rangemode": "tozero"},
         "yaxis4": {"anchor": "x3", "overlaying": "y3", "side": "right",
                    "title": {"text": "tokens/s", "font": {"color": RATE}}, "tickfont": {"color": RATE},
-                   "rangemode": "tozero", "showgrid": False},
+                   "rangemode": "tozero", "showgrid": False, "tickmode": "auto"},   # round ticks, not "sync"
         "annotations": [{"text": t, "x": 0, "xref": "paper", "xanchor": "left", "y": d[1], "yref": "paper",
                          "yanchor": "bottom", "showarrow": False, "font": {"size": 13, "color": "#374151"}}
                         for t, d in zip(titles, doms)],
@@ -185,8 +185,10 @@ def phase_figure(trace: Trace, max_bars: int = MAX_BARS) -> go.Figure:
                       xaxis={"title": {"text": "step" + (f" (bins of {k}; bars show the mean)" if k > 1 else "")},
                              "showgrid": False},
                       yaxis={"title": {"text": "step time (ms)"}, "rangemode": "tozero"},
+                      # "auto": an overlaying axis defaults to "sync" ticks, the left axis' grid in
+                      # this axis' units (0, 24.2, 48.4, ...)
                       yaxis2={"title": {"text": "tokens"}, "overlaying": "y", "side": "right", "showgrid": False,
-                              "rangemode": "tozero"},
+                              "rangemode": "tozero", "tickmode": "auto"},
                       meta={"bin": k, "phases": [b["name"] for b in bars]})
     return fig
 

@@ -85,7 +85,7 @@ def batch_timeline(tr: Trace, log_y: bool = False) -> go.Figure:
                          marker={"color": CACHED, "pattern": {"shape": "/"}}, width=width,
                          hovertext=np.array(hover, dtype=object)[pre] if n else [],
                          hovertemplate="%{y:,} cached tokens<br>%{hovertext}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=x[dec], y=run[dec], name="decoding requests (one token each in the logged step)",
+    fig.add_trace(go.Bar(x=x[dec], y=run[dec], name="decoding requests (a token each)",
                          marker_color=DECODE, width=width, hovertext=np.array(hover, dtype=object)[dec] if n else [],
                          hovertemplate="%{y:,} running<br>%{hovertext}<extra></extra>"), row=2, col=1)
     fig.add_trace(go.Scatter(x=x[dec], y=wait[dec], name="waiting (#queue-req)", mode="markers",

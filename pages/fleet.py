@@ -373,9 +373,10 @@ with st.sidebar:
         c1, c2 = st.columns(2)
         c1.number_input("KV blocks", *BOUNDS["num_gpu_blocks"], step=100, key="keep_fleet_blocks")
         c2.number_input("Max sequences", *BOUNDS["max_num_seqs"], step=1, key="keep_fleet_max_seqs")
-        c1.number_input("Token budget / step", *BOUNDS["max_num_batched_tokens"], step=64, key="keep_fleet_budget")
-        c2.toggle("Prefix caching", key="keep_fleet_prefix")
-        c1.toggle("Async scheduling", key="keep_fleet_async",
+        st.number_input("Token budget / step", *BOUNDS["max_num_batched_tokens"], step=64, key="keep_fleet_budget")
+        # the toggles take the sidebar's width: in half of it their labels were cut ("Prefix cac…")
+        st.toggle("Prefix caching", key="keep_fleet_prefix")
+        st.toggle("Async scheduling", key="keep_fleet_async",
                   help="vLLM's async scheduling (its default on GPUs in 0.34): each step is planned before the "
                        "previous step's tokens are back, so a request finishes one engine call later.")
         with st.expander("Replicas that differ"):

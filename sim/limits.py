@@ -81,7 +81,16 @@ def shown(v) -> str:
             return f"{float(v):.3g}"
         return f"a number of about {int(abs(v).bit_length() * 0.30103) + 1:,} digits"   # str() refuses 4,300+
     if isinstance(v, str):
-        return repr(v if len(v) <= 40 else v[:37] + "...")
+        if len(v) <= 40 and len(repr(v)) <= 48:
+            return repr(v)
+        # cut by what is shown: an escaped character (a byte that was not UTF-8, \udcff) shows as 6
+        keep, room = [], 37
+        for c in v[:37]:
+            room -= len(repr(c)) - 2
+            if room < 0:
+                break
+            keep.append(c)
+        return repr("".join(keep) + "...")
     if isinstance(v, dict):
         return "an object"
     if isinstance(v, (list, tuple)):

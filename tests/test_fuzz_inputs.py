@@ -319,6 +319,15 @@ def test_a_grid_argument_of_200000_characters_is_one_short_line(tmp_path, monkey
     assert not bad_refusal(rc, ["w.json"]), rc[:300]
 
 
+def test_a_grid_argument_of_bytes_that_are_not_utf8_is_one_short_line(tmp_path, monkeypatch, capsys):
+    # each such byte shows escaped (6 characters, \udcff): cut at 37 characters, the refusal ran
+    # to 283 (tests/fuzz_inputs.py --seed 1212)
+    (tmp_path / "w.json").write_bytes((ROOT / "tests/fixtures/vllm/preempt_fcfs.workload.json").read_bytes())
+    rc, _ = _cli(tmp_path, monkeypatch, capsys, "search", "w.json", "--grid", "\udcff" * 500)
+    assert isinstance(rc, str) and rc.startswith("there is no grid file '\\udcff"), rc[:300]
+    assert not bad_refusal(rc, ["w.json"]), rc[:400]
+
+
 @pytest.mark.parametrize("cmd", ["log", "vllm", "llamalog", "run"])
 @pytest.mark.parametrize("where, why", [("gone.log", "No such file or directory"), (".", "Is a directory")])
 def test_a_path_that_cannot_be_read_says_why(cmd, where, why, tmp_path, monkeypatch, capsys):

@@ -190,7 +190,11 @@ class RouterSide:
         except ValueError:
             cfg = {}
         if defaults:
-            cols = st.columns(min(len(defaults), 3))
+            # three knobs a row, or two where a number is too long for a third of the half-page box
+            # (cache_aware's 120000-ms eviction interval and 2^25-token tree were cut to "12000(")
+            wide = any(isinstance(d, (int, float)) and not isinstance(d, bool)
+                       and len(f"{_coerce(cfg.get(k, d), d):g}") > 5 for k, d in defaults.items())
+            cols = st.columns(min(len(defaults), 2 if wide else 3))
             for j, (knob, d) in enumerate(defaults.items()):
                 wk = self._knob_key(router, knob)
                 want = _coerce(cfg.get(knob, d), d)
