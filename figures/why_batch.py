@@ -159,7 +159,7 @@ def decode_figure(sweep: pd.DataFrame, limits: dict, max_frames: int = 200, fram
         "yaxis2": {"domain": rows["top"], "anchor": "x2", "rangemode": "tozero", "title": {"text": "tokens / s"}},
         "yaxis6": {"overlaying": "y2", "side": "right", "anchor": "x2", "rangemode": "tozero", "showgrid": False,
                    "title": {"text": "per sequence", "font": {"color": PER_SEQ}}, "tickfont": {"color": PER_SEQ},
-                   "tickformat": ",.0f"},
+                   "tickformat": ",.0f", "tickmode": "auto"},   # round ticks, not the left axis' grid ("sync": 62, 125)
         "xaxis3": {**xcommon, "domain": col, "anchor": "y3", "title": {"text": "batch size (sequences decoding together)"}},
         "yaxis3": {"domain": rows["mid"], "anchor": "x3", "rangemode": "tozero", "title": {"text": "% of peak"}},
         "xaxis4": {**xcommon, "domain": gap, "anchor": "y4", "title": {"text": "batch size (sequences decoding together)"}},
