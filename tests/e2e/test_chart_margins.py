@@ -3,7 +3,8 @@
 than the margin declares, Plotly widens the margin and draws the whole chart a second time
 (plots.doAutoMargin): 70-550 ms a page in CPU profiles before the margins were set. And no
 axis has Plotly measure its tick labels to hide those past the chart (the template's
-ticklabeloverflow "allow", figures.common)."""
+ticklabeloverflow "allow", figures.common), and no second axis takes the first's tick grid (an
+overlaying axis' default, "sync", labels it 24.2, 48.4, ...)."""
 from __future__ import annotations
 
 import sys
@@ -24,7 +25,8 @@ MARGINS = r"""() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => 
     const m = gd._fullLayout.margin, s = gd._fullLayout._size;
     const axes = Object.keys(gd._fullLayout).filter(k => /^[xy]axis\d*$/.test(k));
     return {declared: [m.l, m.r, m.t, m.b], drawn: [s.l, s.r, s.t, s.b], traces: (gd.data || []).length,
-            overflow: axes.map(k => gd._fullLayout[k].ticklabeloverflow)};
+            overflow: axes.map(k => gd._fullLayout[k].ticklabeloverflow),
+            synced: axes.filter(k => gd._fullLayout[k].tickmode === 'sync')};
 })"""
 
 
@@ -41,3 +43,6 @@ def test_charts_fit_their_declared_margins(page, app_url, p):
     assert not pushed, f"charts whose margins Plotly had to widen (index, [l, r, t, b] declared, drawn): {pushed}"
     hiding = [(i, c["overflow"]) for i, c in enumerate(charts) if set(c["overflow"]) - {"allow"}]
     assert not hiding, f"charts whose axes hide tick labels past the chart (index, per axis): {hiding}"
+    # an overlaying axis defaults to "sync" ticks: the other axis' grid in its own units (24.2, 48.4)
+    synced = [(i, c["synced"]) for i, c in enumerate(charts) if c["synced"]]
+    assert not synced, f"charts with an axis on another's tick grid, not round ticks (index, axes): {synced}"
