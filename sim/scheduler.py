@@ -73,7 +73,7 @@ class SchedulerConfig:
     max_queued_requests: int = 0  # admission control: 0 = unlimited
     max_queued_tokens: int = 0
     cont_batching: bool = True  # llama_slots only: -cb / -nocb
-    # which vLLM's rules where versions differ (sim/versions.py): "0.32", "0.33", "0.34"
+    # which vLLM's rules where versions differ (sim/versions.py): "0.28" to "0.34"
     vllm_version: str = NEWEST
     # vLLM 0.32.0's running loop (the rule vllm_version "0.32" picks); kept as a key of its own
     # for configs written before vllm_version existed. True forces it under any version
@@ -229,6 +229,8 @@ class VllmScheduler:
         self._self_preemption_ends = config.self_preemption_ends_running or self.rules.self_preemption_ends_running
         # 0.34 ignores the long-prefill threshold without chunked prefill; older versions still cut at it
         self._threshold_off = not config.enable_chunked_prefill and not self.rules.threshold_without_chunking
+        # 0.30 caps a lone request's chunks at the threshold too; 0.31 on spares it (nobody to starve)
+        self._threshold_alone = self.rules.threshold_for_a_lone_request
         # 0.34's cache-aware admission, which vLLM turns on only for FCFS with prefix caching
         self._cache_window = (int(config.cache_aware_admission_window or 0)
                               if self.rules.cache_aware_admission and config.policy == "fcfs"
@@ -421,9 +423,9 @@ class VllmScheduler:
         budget = cfg.max_num_batched_tokens
         # short_long: what long prefills may take this step (None: no cap)
         long_left = self.waiting.long_token_cap(budget, self.running) if self._split else None
-        # The long-prefill cap is decided once per step and spares a lone request.
+        # The long-prefill cap is decided once per step and spares a lone request (from 0.31).
         thr = cfg.long_prefill_token_threshold
-        if not (thr > 0 and len(self.running) + len(self.waiting) > 1) or self._threshold_off:
+        if not (thr > 0 and (self._threshold_alone or len(self.running) + len(self.waiting) > 1)) or self._threshold_off:
             thr = 0
         scheduled: dict[str, Entry] = {}
         running = self.running

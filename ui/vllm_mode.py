@@ -24,11 +24,12 @@ from .labels import SCHEDULER_LABELS
 from .state import Setting
 
 VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM versions differ "
-                "(sim/versions.py): 0.32 ends the running phase when a request preempts itself, 0.34 "
-                "ignores the long-prefill threshold without chunked prefill.")
+                "(sim/versions.py): up to 0.30 the long-prefill threshold cuts a request that is alone too, "
+                "up to 0.32 the running phase ends when a request preempts itself, 0.34 ignores the threshold "
+                "without chunked prefill.")
 ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
               "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
-              "vLLM 0.32-0.34, with the vLLM scheduler and recompute preemption only.")
+              "vLLM 0.28-0.34, with the vLLM scheduler and recompute preemption only.")
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:

@@ -4,7 +4,7 @@ classes in both modes (trace034.py): the fixtures of tests/test_vllm034_random.p
 
     /tmp/oracle034/bin/python bench/vllm_oracle/make_random.py [--out tests/fixtures/vllm034_random]
         [--count 40] [--extra 6] [--seed 34000]   # --no-trace: only the workloads (no vLLM needed)
-        [--wide N] [--pressure N] [--dup N] --vllm 0.34|0.33|0.32   # instead, stranger draws, to hunt
+        [--wide N] [--pressure N] [--dup N] --vllm 0.34|0.33|0.32|0.31|0.30|0.29|0.28   # stranger draws
 
 Draw k (k = 0..count-1) uses random.Random(seed + k) and writes rand034_<k>.workload.json (its
 config carries "vllm_version": "0.34" and no async key), rand034_<k>.sync.vllm.jsonl (Scheduler,
@@ -22,6 +22,8 @@ needs max_num_batched_tokens >= max_model_len; max_num_batched_tokens >= max_num
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import random
 import sys
@@ -275,7 +277,7 @@ PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
 def for_older(wl: dict, version: str) -> dict:
-    """A draw as vLLM 0.33 or 0.32 can run it: no cache-aware admission, that vllm_version."""
+    """A draw as vLLM 0.33 to 0.30 can run it: no cache-aware admission, that vllm_version."""
     c = wl["config"]
     c.pop("cache_aware_admission_window", None)
     c.pop("cache_aware_admission_threshold", None)
@@ -291,6 +293,7 @@ def main(argv=None) -> int:
     ap.add_argument("--extra", type=int, default=6, help="draws of each of the tight and tiny profiles")
     ap.add_argument("--scale", type=float, default=1.0, help="longer workloads (to hunt; the fixtures use 1)")
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--gzip", action="store_true", help="write each trace gzipped (.vllm.jsonl.gz; no timestamp)")
     ap.add_argument("--wide", type=int, default=0,
                     help="instead: this many draws of draw_wide (bigger and stranger; named wide<v>_<k>, "
                          "for the --vllm version, sync and async)")
@@ -298,10 +301,11 @@ def main(argv=None) -> int:
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--dup", type=int, default=0,
                     help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
-    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32"),
+    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32", "0.31", "0.30", "0.29", "0.28"),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
-                         "(tests/fixtures/vllm033_async_random, vllm032_async_random)")
+                         "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 or 0.30: those "
+                         "draws in both modes, rand031_<k> (tests/fixtures/vllm031_random, vllm030_random)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -319,13 +323,22 @@ def main(argv=None) -> int:
         todo += [(f"dup{v}_{k:03d}", draw_dup(k, a.seed, a.vllm)) for k in range(a.dup)]
     elif a.vllm != "0.34":
         short = a.vllm.replace(".", "")
-        todo = [(name.replace("034", f"{short}a"), for_older(wl, a.vllm)) for name, wl in todo]
-        modes = (("async", True),)
+        both = a.vllm not in ("0.33", "0.32")   # held in sync mode too (0.32's sync is held by its recordings)
+        todo = [(name.replace("034", short if both else f"{short}a"), for_older(wl, a.vllm)) for name, wl in todo]
+        if not both:
+            modes = (("async", True),)
     for name, wl in todo:
         (out / f"{name}.workload.json").write_text(json.dumps(wl, separators=(",", ":")) + "\n")
         if a.no_trace:
             continue
         for mode, is_async in modes:
+            if a.gzip:
+                buf = io.StringIO()
+                lines = trace034.trace(wl, buf, is_async)
+                (out / f"{name}.{mode}.vllm.jsonl.gz").write_bytes(
+                    gzip.compress(buf.getvalue().encode(), compresslevel=9, mtime=0))
+                print(f"{name} {mode}: {lines} lines", file=sys.stderr)
+                continue
             with open(out / f"{name}.{mode}.vllm.jsonl", "w") as f:
                 lines = trace034.trace(wl, f, is_async)
             print(f"{name} {mode}: {lines} lines", file=sys.stderr)

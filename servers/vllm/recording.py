@@ -188,7 +188,7 @@ def mode_config(rec: Recording) -> dict:
             out["vllm_version"] = versions.normalize(str(v))
         except ValueError:
             raise ValueError(f"this recording is of vLLM {v}, and the simulator has rules for vLLM "
-                             f"{', '.join(versions.VERSIONS)} only: it can be played back but not "
+                             f"{versions.named()} only: it can be played back but not "
                              f"re-simulated") from None
     if is_async(rec):
         out["async_scheduling"] = True

@@ -317,7 +317,8 @@ def check_header(obj, raw: bytes, warn) -> dict:
             ruled = "the simulator has no rules for that version"
         warn(f"recorded with vLLM {named if isinstance(named, str) and len(named) <= 40 else shown(named)}; "
              f"the recorder was checked inside vLLM "
-             f"{', '.join(CHECKED_WITH)}, so what it read of this version's scheduler is unchecked ({ruled})")
+             f"{CHECKED_WITH[0]} to {CHECKED_WITH[-1]}, so what it read of this version's scheduler is unchecked "
+             f"({ruled})")
     if not isinstance(obj.get("config"), dict):
         obj["config"] = {}   # (mode_config says it cannot be re-simulated)
     try:   # the settings the simulator takes from it: of the types and ranges an upload must have
