@@ -73,7 +73,7 @@ class SchedulerConfig:
     max_queued_requests: int = 0  # admission control: 0 = unlimited
     max_queued_tokens: int = 0
     cont_batching: bool = True  # llama_slots only: -cb / -nocb
-    # which vLLM's rules where versions differ (sim/versions.py): "0.28" to "0.34"
+    # which vLLM's rules where versions differ (sim/versions.py): "0.25" to "0.34"
     vllm_version: str = NEWEST
     # vLLM 0.32.0's running loop (the rule vllm_version "0.32" picks); kept as a key of its own
     # for configs written before vllm_version existed. True forces it under any version

