@@ -285,6 +285,14 @@ def for_older(wl: dict, version: str) -> dict:
     return wl
 
 
+def older_draw(name: str, version: str, seed: int = 34000) -> dict:
+    """The draw an older vLLM's fixture is named for ("rand031_05"; "rand033a_05" for those traced
+    async only), as for_older makes it."""
+    profile, k = name.rsplit("_", 1)
+    short = version.replace(".", "")
+    return for_older(PROFILES[profile.replace(f"{short}a", "034").replace(short, "034")](int(k), seed), version)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "vllm034_random"))
