@@ -229,7 +229,7 @@ class VllmScheduler:
         self._self_preemption_ends = config.self_preemption_ends_running or self.rules.self_preemption_ends_running
         # 0.34 ignores the long-prefill threshold without chunked prefill; older versions still cut at it
         self._threshold_off = not config.enable_chunked_prefill and not self.rules.threshold_without_chunking
-        # 0.30 caps a lone request's chunks at the threshold too; 0.31 on spares it (nobody to starve)
+        # up to 0.30 a lone request's chunks are capped at the threshold too; 0.31 on spares it (nobody to starve)
         self._threshold_alone = self.rules.threshold_for_a_lone_request
         # 0.34's cache-aware admission, which vLLM turns on only for FCFS with prefix caching
         self._cache_window = (int(config.cache_aware_admission_window or 0)
@@ -425,7 +425,8 @@ class VllmScheduler:
         long_left = self.waiting.long_token_cap(budget, self.running) if self._split else None
         # The long-prefill cap is decided once per step and spares a lone request (from 0.31).
         thr = cfg.long_prefill_token_threshold
-        if not (thr > 0 and (self._threshold_alone or len(self.running) + len(self.waiting) > 1)) or self._threshold_off:
+        lone = len(self.running) + len(self.waiting) <= 1
+        if thr <= 0 or self._threshold_off or (lone and not self._threshold_alone):
             thr = 0
         scheduled: dict[str, Entry] = {}
         running = self.running

@@ -69,7 +69,7 @@ class Rules:
     cache_aware_admission: bool
     # async scheduling is modelled (0.34's AsyncScheduler; 0.33's and 0.32's decide the same)
     async_scheduling: bool
-    # long_prefill_token_threshold caps a request that is alone in the scheduler too (0.30)
+    # long_prefill_token_threshold caps a request that is alone in the scheduler too (up to 0.30)
     threshold_for_a_lone_request: bool = False
 
 
@@ -103,6 +103,7 @@ RULES = {
     "0.34": Rules("0.34", self_preemption_ends_running=False, threshold_without_chunking=False,
                   cache_aware_admission=True, async_scheduling=True),
 }
+
 
 def named(versions=VERSIONS) -> str:
     """Versions as text: "0.25 to 0.34" when they are consecutive minors, else "0.32, 0.33 and 0.34"."""

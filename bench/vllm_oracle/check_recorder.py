@@ -9,7 +9,7 @@ a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0
 
 Without workloads: the committed random draws (tests/fixtures/vllm034_random; their cache-aware
 admission settings are dropped for a vLLM before 0.34, which has none). The loops are the
-project's harness: trace034.py's (it runs 0.30.0 to 0.34.0).
+project's harness: trace034.py's (it runs 0.25.1 to 0.34.0).
 Prints one line per recording that differs and the counts; exits 1 if any differs.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ DRAWS = ROOT / "tests" / "fixtures" / "vllm034_random"
 def _record(out: Path, workloads: list[str]) -> None:
     """Child, on the vLLM's Python: write OUT/<name>.<mode>.jsonl for each workload."""
     sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "fixtures" / "vllm")]
-    import trace034   # vLLM's CPU environment (set before vLLM is imported), its loop (0.30-0.34, sync and async)
+    import trace034   # vLLM's CPU environment (set before vLLM is imported), its loop (0.25-0.34, sync and async)
     from vllm import __version__ as version
     import vllm.v1.core.sched.async_scheduler as async_mod
     import vllm.v1.core.sched.scheduler as sched_mod

@@ -277,7 +277,7 @@ PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
 def for_older(wl: dict, version: str) -> dict:
-    """A draw as vLLM 0.33 to 0.30 can run it: no cache-aware admission, that vllm_version."""
+    """A draw as vLLM 0.33 to 0.25 can run it: no cache-aware admission, that vllm_version."""
     c = wl["config"]
     c.pop("cache_aware_admission_window", None)
     c.pop("cache_aware_admission_threshold", None)
@@ -309,11 +309,11 @@ def main(argv=None) -> int:
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--dup", type=int, default=0,
                     help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
-    ap.add_argument("--vllm", default="0.34", choices=("0.34", "0.33", "0.32", "0.31", "0.30", "0.29", "0.28", "0.27", "0.26", "0.25"),
+    ap.add_argument("--vllm", default="0.34", choices=tuple(f"0.{m}" for m in range(34, 24, -1)),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
-                         "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 or 0.30: those "
-                         "draws in both modes, rand031_<k> (tests/fixtures/vllm031_random, vllm030_random)")
+                         "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 to 0.25: those "
+                         "draws in both modes, rand031_<k> etc. (tests/fixtures/vllm031_random ... vllm025_random)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -340,15 +340,13 @@ def main(argv=None) -> int:
         if a.no_trace:
             continue
         for mode, is_async in modes:
-            if a.gzip:
-                buf = io.StringIO()
-                lines = trace034.trace(wl, buf, is_async)
-                (out / f"{name}.{mode}.vllm.jsonl.gz").write_bytes(
-                    gzip.compress(buf.getvalue().encode(), compresslevel=9, mtime=0))
-                print(f"{name} {mode}: {lines} lines", file=sys.stderr)
-                continue
-            with open(out / f"{name}.{mode}.vllm.jsonl", "w") as f:
-                lines = trace034.trace(wl, f, is_async)
+            buf = io.StringIO()
+            lines = trace034.trace(wl, buf, is_async)
+            data = buf.getvalue().encode()
+            path = out / f"{name}.{mode}.vllm.jsonl"
+            if a.gzip:   # no timestamp in the header: the same trace gives the same bytes
+                path, data = path.with_name(path.name + ".gz"), gzip.compress(data, compresslevel=9, mtime=0)
+            path.write_bytes(data)
             print(f"{name} {mode}: {lines} lines", file=sys.stderr)
     return 0
 

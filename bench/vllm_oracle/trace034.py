@@ -88,7 +88,8 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
     os.environ.setdefault(_k, _v)
 
 PINNED_VERSION = "0.34.0"
-ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1")   # see the module's text
+# see the module's text
+ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
