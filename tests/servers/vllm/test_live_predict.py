@@ -55,8 +55,8 @@ def fed_in_pieces(data: bytes, seed: int, first_fit: int = 8, budget: float | No
     rnd = random.Random(seed)
     stream, live = RecordingStream("r"), LivePrediction(first_fit=first_fit)
     k = points = fits = 0
-    # a model -> (the model, the lines read when it was fitted): the model is held, so that a
-    # model let go of cannot hand its id() (an address) to a later one
+    # a model -> the lines read when it was fitted; keyed by the model itself (held, so that a model
+    # let go of cannot hand its id(), an address, to a later one)
     fitted, started = None, {}
     while k < len(lines):
         n = rnd.choice(pieces)
@@ -72,14 +72,14 @@ def fed_in_pieces(data: bytes, seed: int, first_fit: int = 8, budget: float | No
                 predict(rec, rec, band=False)
             p = None
         for m in (live.next, live.sim):
-            if m is not None and id(m) not in started:
-                started[id(m)] = (m, k)
+            if m is not None and m not in started:
+                started[m] = k
         if p is None:
             continue
         if live.sim is not None and live.sim is not fitted:   # a refit: the model is the fit on its steps
             fitted = live.sim
             fits += 1
-            first = read_recording(b"".join(lines[:started[id(fitted)][1]]), name="r")
+            first = read_recording(b"".join(lines[:started[fitted]]), name="r")
             assert live.fitted_at == len(first.steps)
             assert cost_params(live.cost) == cost_params(fit_cost(first))
         if p is None or live.refitting or live.at_steps != len(rec.steps):

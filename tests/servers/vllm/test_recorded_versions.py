@@ -62,7 +62,8 @@ def test_cache_aware_admission_in_the_header_is_what_makes_those_runs_equal(tmp_
     assert parted >= 2
 
 
-@pytest.mark.parametrize("version,warned", [("0.34.0", False), ("0.34.0+cu130", False), ("0.33.0", False), ("0.28.0", False), ("0.27.1", False), ("0.27.0", True),
+@pytest.mark.parametrize("version,warned", [("0.34.0", False), ("0.34.0+cu130", False), ("0.33.0", False),
+                                            ("0.28.0", False), ("0.27.1", False), ("0.27.0", True),
                                             ("0.34.1", True), ("0.35.0", True), ("unknown", True), (None, True)])
 def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, warned):
     lines = gzip.open(RECORDED / NAMES[-1], "rt").read().splitlines()
