@@ -46,6 +46,7 @@ def _load_workload(path: str, **trace_options):
         said = ignored_trace_options(wl, **trace_options)
         if said:
             print(said, file=sys.stderr)
+        _say_borrowed_rules(wl.config)
         return wl
     except UnknownFormat as e:   # one line; `run --help` spells the formats out
         msg, hint = f"cannot read workload {path}: {e}", " (sim run --help lists them)"
@@ -53,6 +54,15 @@ def _load_workload(path: str, **trace_options):
         raise SystemExit(msg + hint if len(msg) + len(hint) - len(path) <= 200 else msg)
     except ValueError as e:
         raise SystemExit(f"cannot read workload {path}: {e}")
+
+
+def _say_borrowed_rules(config: dict) -> None:
+    """On stderr: a vllm_version outside the checked ones runs under the nearest's rules."""
+    from .versions import unchecked
+    v = config.get("vllm_version")
+    said = unchecked(v) if isinstance(v, str) else None   # (check_config has refused any other)
+    if said:
+        print(f"warning: {said}", file=sys.stderr)
 
 
 def _run_cost(wl, preset: str | None):
@@ -80,6 +90,8 @@ def _config_overrides(text: str | None, workload) -> dict:
         check_config({**workload.config, **overrides})
     except ValueError as e:
         raise SystemExit(f"--config: {e}")
+    if "vllm_version" in overrides:
+        _say_borrowed_rules(overrides)
     return overrides
 
 

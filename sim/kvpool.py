@@ -5,7 +5,8 @@ What matters for faithfulness (shared/vllm/README.md, "Block accounting"):
 - new blocks come from the head of the free queue; a reused block that still carries a
   prefix hash is evicted from the cache first;
 - a request's blocks are released tail block first; blocks without a hash go to the front
-  of the queue (reused first), hashed ones to the back (evicted last, LRU);
+  of the queue (reused first), hashed ones to the back (evicted last, LRU); up to vLLM 0.23
+  every released block went to the back (`uncached_first` False);
 - a cache hit on a block nobody holds takes it out of the free queue.
 
 Every ownership change is logged (step, block, request, op) so a page can rebuild the
@@ -29,12 +30,14 @@ OP_NAMES = {ACQUIRE: "acquire", RELEASE: "release", HASHED: "cached", EVICTED: "
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = False):
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = False,
+                 uncached_first: bool = True):
         if num_blocks < 2:
             raise ValueError("need at least 2 blocks (block 0 is the null block)")
         self.num_blocks = int(num_blocks)
         self.block_size = int(block_size)
         self.enable_caching = bool(enable_caching)
+        self.uncached_first = bool(uncached_first)
         self.ref_cnt = [0] * self.num_blocks
         self.block_hash: list[int | None] = [None] * self.num_blocks
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks))
@@ -188,7 +191,10 @@ class BlockPool:
             self.ref_cnt[b] -= 1
             if self.ref_cnt[b] == 0:
                 if self.block_hash[b] is None:
-                    front.append(b)
+                    if self.uncached_first:
+                        front.append(b)
+                    else:   # <= 0.23: to the back, as every block is (block_pool.py free_blocks)
+                        self._free[b] = None
                 else:
                     self._free[b] = None  # hashed: back of the queue, evicted last
                     self.num_cached_free += 1

@@ -231,6 +231,7 @@ class VllmScheduler:
         self._threshold_off = not config.enable_chunked_prefill and not self.rules.threshold_without_chunking
         # up to 0.30 a lone request's chunks are capped at the threshold too; 0.31 on spares it (nobody to starve)
         self._threshold_alone = self.rules.threshold_for_a_lone_request
+        self._cursor_follows_any_victim = self.rules.cursor_follows_any_victim
         # 0.34's cache-aware admission, which vLLM turns on only for FCFS with prefix caching
         self._cache_window = (int(config.cache_aware_admission_window or 0)
                               if self.rules.cache_aware_admission and config.policy == "fcfs"
@@ -238,7 +239,8 @@ class VllmScheduler:
         # token ids are needed for prefix hashing, and by an engine that feeds them to a model
         self.keep_tokens = keep_tokens or config.enable_prefix_caching
         self.max_model_len = int(max_model_len)
-        self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
+        self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching,
+                              uncached_first=self.rules.uncached_blocks_reused_first)
         self.caching = config.enable_prefix_caching
         self.clock = 0.0  # the current step's start, set by the executor (SLO policies read it)
         self.waiting = make_policy(config.policy, aging=config.aging, tenant_cap=config.tenant_cap,
@@ -462,8 +464,11 @@ class VllmScheduler:
                 victim = self.waiting.victim(running, seq)
                 k = running.index(victim)
                 del running[k]
-                if k < i:  # the loop's place moves with the list (scheduler.py: victim_index < req_index),
-                    i -= 1  # whether the victim was scheduled or skipped (async: its last token in flight)
+                if k < i and (victim.id in scheduled or self._cursor_follows_any_victim):
+                    # the loop's place moves with the list (scheduler.py: victim_index < req_index),
+                    # whether the victim was scheduled or skipped (async: its last token in flight);
+                    # up to 0.27 only for a scheduled one, so the request after a skipped one is passed over
+                    i -= 1
                 if victim.id in scheduled:  # priority victims may already hold this step's tokens
                     e = scheduled.pop(victim.id)
                     budget += e.tokens

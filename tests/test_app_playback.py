@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -193,6 +194,22 @@ def test_an_uploaded_async_workload_sets_the_mode(at):
     at.selectbox(key="keep_pb_scheduler").set_value("static").run()   # static batching has no async mode
     assert not at.exception
     assert at.error and "the static scheduler has no async mode" in at.error[0].value
+
+
+def test_an_uploaded_workload_of_an_unchecked_vllm_runs_under_the_nearest_rules_and_says_so(at):
+    """A workload naming vLLM 0.36.2: the version box holds 0.34 (the nearest checked), a caption
+    under it says whose rules run, and it goes once another version is picked."""
+    wl = scenarios.workload("lesson_abc")
+    data = Workload(wl.requests, {**wl.config, "vllm_version": "0.36.2"}).dumps().encode()
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="pb_upload").upload("newer.workload.json", data, "application/json").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="keep_pb_vllm_version").value == "0.34"
+    shown = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]   # as rendered (plain() escapes markdown)
+    said = [c for c in shown if "0.36.2" in c]
+    assert len(said) == 1 and "follows 0.34's rules" in said[0]
+    at.selectbox(key="keep_pb_vllm_version").set_value("0.33").run()
+    assert not at.exception and not any("0.36.2" in re.sub(r"\\(.)", r"\1", c.value) for c in at.caption)
 
 
 def test_the_gpu_preset_gives_a_default_vllm_034_gpu_deployment(at):

@@ -97,19 +97,22 @@ def test_033_cases_under_each_version_whose_rules_agree(name, version):
 
 def test_version_defaults_and_the_rules_table():
     c = SchedulerConfig()
-    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(25, 35))
+    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(22, 35))
     assert (c.async_scheduling, c.cache_aware_admission_window, c.cache_aware_admission_threshold) == (False, 0, 0.5)
     d = c.to_dict()   # left out at their defaults, so configs and traces read as before they existed
     assert not {"vllm_version", "async_scheduling", "cache_aware_admission_window",
                 "cache_aware_admission_threshold"} & set(d)
     assert SchedulerConfig(vllm_version="0.33", async_scheduling=False).to_dict()["vllm_version"] == "0.33"
     r = versions.RULES
-    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 8 + [False, False]
-    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 9 + [False]
-    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 9 + [True]
-    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 10   # tests/test_vllm_older_async.py, _030_031.py
-    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 6 + [False] * 4
-    assert versions.async_versions() == versions.named() == "0.25 to 0.34"
+    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 11 + [False, False]
+    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 12 + [False]
+    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 12 + [True]
+    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 13   # tests/test_vllm_older_async.py, _022_031.py
+    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 9 + [False] * 4
+    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 2 + [True] * 11
+    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 2 + [True] * 11
+    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 6 + [True] * 7
+    assert versions.async_versions() == versions.named() == "0.22 to 0.34"
     assert versions.named(["0.32", "0.34"]) == "0.32 and 0.34"
     for given, short in (("0.34", "0.34"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32"), ("v0.33.1", "0.33")):
         assert versions.normalize(given) == short
@@ -151,8 +154,8 @@ def test_the_threshold_decides_when_the_window_acts():
 
 
 @pytest.mark.parametrize("config, said", [
-    ({"vllm_version": "0.35"}, "no rules for vLLM 0.35"),
-    ({"vllm_version": "0.24.1"}, "no rules for vLLM 0.24.1"),
+    ({"vllm_version": "0.6.3"}, "ran the V0 scheduler, which the simulator does not reproduce"),
+    ({"vllm_version": "0.23", "watermark": 0.01}, "vLLM 0.23 has no such option"),
     ({"vllm_version": "latest"}, "is not a version"),
     ({"vllm_version": 0.34}, "must be text in quotes"),
     ({"async_scheduling": "yes"}, "must be true or false"),
@@ -240,3 +243,27 @@ def test_gpu_defaults_and_block_recount():
     assert gpu_blocks(9, 4) == 2                # 32 tokens fit one block of 64
     assert gpu_blocks(10, 64) == 10             # already 64: unchanged
     assert gpu_blocks(4, 100) == 6              # 300 tokens: 5 blocks (rounded up), + 1
+
+
+@pytest.mark.parametrize("asked, near", [("0.35", "0.34"), ("0.36.1", "0.34"), ("1.0.0", "0.34"),
+                                         ("0.21.0", "0.22"), ("0.8.5", "0.22")])
+def test_a_version_outside_the_checked_ones_runs_under_the_nearest_s_rules_and_says_so(asked, near):
+    """A V1 vLLM newer or older than the checked versions: the run is the nearest's, line for
+    line, recorded as run under it, with a warning that names both; `sim trace` says it on stderr."""
+    wl = _threshold_workload(enable_chunked_prefill=True)
+    assert oracle_jsonl(wl, {"vllm_version": asked}) == oracle_jsonl(wl, {"vllm_version": near})
+    tr = simulate(wl, {"vllm_version": asked})
+    assert tr.meta["config"].get("vllm_version", versions.NEWEST) == near
+    (said,) = tr.meta["warnings"]
+    assert f"vLLM {asked} is" in said and f"follows {near}'s rules" in said and "\n" not in said
+    assert "warnings" not in simulate(wl, {"vllm_version": near}).meta
+
+
+def test_sim_trace_says_which_rules_an_unchecked_version_borrows(tmp_path):
+    wl = json.loads((V034 / "v034_cacheaware_9402.workload.json").read_text())
+    wl["config"].update(vllm_version="0.35.0", cache_aware_admission_window=0)
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps(wl))
+    r = subprocess.run([sys.executable, "-m", "sim", "trace", str(p)], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.count("\n") > 5
+    assert r.stderr.startswith("warning: vLLM 0.35.0 is newer than") and r.stderr.count("\n") == 1

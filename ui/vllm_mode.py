@@ -18,18 +18,20 @@ import streamlit as st
 
 from sim.trace import Trace
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS
-from sim.versions import GPU_DEFAULTS, NEWEST, VERSIONS, gpu_blocks, normalize
+from sim.versions import GPU_DEFAULTS, NEWEST, VERSIONS, gpu_blocks, normalize, unchecked
 
-from .labels import SCHEDULER_LABELS
+from .labels import SCHEDULER_LABELS, plain
 from .state import Setting
 
 VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM versions differ "
-                "(sim/versions.py): up to 0.30 the long-prefill threshold cuts a request that is alone too, "
+                "(sim/versions.py): up to 0.23 a freed block without a cached prefix is not reused first, "
+                "up to 0.27 a skipped priority victim makes the running loop pass over the next request, "
+                "up to 0.30 the long-prefill threshold cuts a request that is alone too, "
                 "up to 0.32 the running phase ends when a request preempts itself, 0.34 ignores the threshold "
                 "without chunked prefill.")
 ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
               "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
-              "vLLM 0.25-0.34, with the vLLM scheduler and recompute preemption only.")
+              "vLLM 0.22-0.34, with the vLLM scheduler and recompute preemption only.")
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:
@@ -38,20 +40,29 @@ def settings(version_key: str, async_key: str) -> list[Setting]:
 
 def load(config: dict, version_key: str, async_key: str) -> None:
     """A workload's config into the two widgets (before they are drawn): its version (the newest
-    when it names none or one without rules; simulate() would refuse that one) and mode."""
+    when it names none; the nearest checked one for a version outside them; the newest for one
+    simulate() would refuse) and mode."""
+    asked = str(config.get("vllm_version", NEWEST))
     try:
-        version = normalize(str(config.get("vllm_version", NEWEST)))
+        version = normalize(asked)
+        borrowed = unchecked(asked)
     except ValueError:
-        version = NEWEST
+        version, borrowed = NEWEST, None
     st.session_state[version_key] = version
+    # said beside the selectbox while it still holds the borrowed rules (widgets())
+    st.session_state[f"{version_key}_borrowed"] = (version, borrowed) if borrowed else None
     st.session_state[async_key] = bool(config.get("async_scheduling", False))
 
 
 def widgets(version_key: str, async_key: str, container=None) -> None:
     """A version selectbox and an async toggle, side by side (in `container`, default the current one)."""
-    c1, c2 = (container or st).columns([1, 1], vertical_alignment="bottom")
+    box = container or st
+    c1, c2 = box.columns([1, 1], vertical_alignment="bottom")
     c1.selectbox("vLLM version", list(VERSIONS), key=version_key, help=VERSION_HELP)
     c2.toggle("Async scheduling", key=async_key, help=ASYNC_HELP)
+    borrowed = st.session_state.get(f"{version_key}_borrowed")
+    if borrowed and st.session_state.get(version_key) == borrowed[0]:
+        box.caption(plain(borrowed[1]))
 
 
 def config(version_key: str, async_key: str) -> dict:

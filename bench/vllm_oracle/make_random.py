@@ -277,10 +277,13 @@ PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
 def for_older(wl: dict, version: str) -> dict:
-    """A draw as vLLM 0.33 to 0.25 can run it: no cache-aware admission, that vllm_version."""
+    """A draw as vLLM 0.33 to 0.22 can run it: no cache-aware admission, no watermark before 0.24,
+    that vllm_version."""
     c = wl["config"]
     c.pop("cache_aware_admission_window", None)
     c.pop("cache_aware_admission_threshold", None)
+    if version in ("0.22", "0.23"):
+        c.pop("watermark", None)
     c["vllm_version"] = version
     return wl
 
@@ -309,11 +312,12 @@ def main(argv=None) -> int:
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--dup", type=int, default=0,
                     help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
-    ap.add_argument("--vllm", default="0.34", choices=tuple(f"0.{m}" for m in range(34, 24, -1)),
+    ap.add_argument("--vllm", default="0.34", choices=tuple(f"0.{m}" for m in range(34, 21, -1)),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
-                         "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 to 0.25: those "
-                         "draws in both modes, rand031_<k> etc. (tests/fixtures/vllm031_random ... vllm025_random)")
+                         "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 to 0.22: those "
+                         "draws in both modes, rand031_<k> etc. (tests/fixtures/vllm031_random ... vllm022_random; "
+                         "0.23 and 0.22 without a watermark, which they do not have)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -329,6 +333,9 @@ def main(argv=None) -> int:
         todo = [(f"wide{v}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
         todo += [(f"pressure{v}_{k:03d}", draw_pressure(k, a.seed, a.vllm)) for k in range(a.pressure)]
         todo += [(f"dup{v}_{k:03d}", draw_dup(k, a.seed, a.vllm)) for k in range(a.dup)]
+        if a.vllm in ("0.22", "0.23"):   # they have no watermark
+            for _, wl in todo:
+                wl["config"].pop("watermark", None)
     elif a.vllm != "0.34":
         short = a.vllm.replace(".", "")
         both = a.vllm not in ("0.33", "0.32")   # held in sync mode too (0.32's sync is held by its recordings)

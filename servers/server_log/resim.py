@@ -48,7 +48,7 @@ import pandas as pd
 from sim.cost import CalibratedCost
 from sim.simulate import simulate
 from sim.trace import Trace
-from sim.versions import NEWEST, normalize
+from sim.versions import NEWEST, normalize, unchecked
 from sim.workload import DEFAULT_CONFIG, Request, Workload
 
 MAX_REQUESTS = 100_000
@@ -278,7 +278,9 @@ def _vllm(read) -> Implied:
     if version:   # the scheduler's rules of the version the log states, where the simulator has them
         try:
             imp.config["vllm_version"] = normalize(version)
-            assumed.append(f"the scheduler's rules of vLLM {imp.config['vllm_version']} (the log's version, {version})")
+            assumed.append(f"the scheduler's rules of vLLM {imp.config['vllm_version']} (the log's version, {version})"
+                           if not unchecked(version) else f"the scheduler's rules of vLLM {imp.config['vllm_version']}, "
+                           f"the nearest version the simulator was checked against to the log's {version}")
         except ValueError:
             assumed.append(f"the scheduler's rules of vLLM {NEWEST}: the simulator has none for the log's {version}")
     if said.get("enable_prefix_caching", True):

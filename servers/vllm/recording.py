@@ -33,6 +33,7 @@ from array import array
 from typing import Callable
 
 from sim import versions
+from sim.limits import shown
 from sim.trace import Trace
 from sim.workload import MIN_TOKEN_ID, VOCAB_SIZE, Request, Workload
 
@@ -187,9 +188,10 @@ def mode_config(rec: Recording) -> dict:
         try:
             out["vllm_version"] = versions.normalize(str(v))
         except ValueError:
-            raise ValueError(f"this recording is of vLLM {v}, and the simulator has rules for vLLM "
-                             f"{versions.named()} only: it can be played back but not "
-                             f"re-simulated") from None
+            named = v if isinstance(v, str) and len(v) <= 40 else shown(v)
+            raise ValueError(f"this recording is of vLLM {named}, whose scheduler the simulator does not "
+                             f"reproduce (it follows vLLM {versions.named()}, and any V1 version by the nearest "
+                             f"of them): it can be played back but not re-simulated") from None
     if is_async(rec):
         out["async_scheduling"] = True
     return out

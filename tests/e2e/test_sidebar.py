@@ -15,12 +15,14 @@ WINDOW = {"width": 1280, "height": 800}
 
 
 def page_titles() -> list[str]:
-    """The titles of every st.Page in app.py, in menu order (read from the source: importing app.py
-    would run Streamlit)."""
+    """The titles of every st.Page in app.py that the menu shows, in menu order (read from the
+    source: importing app.py would run Streamlit; a hidden alias is in no menu)."""
     titles = []
     for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            titles += [k.value.value for k in node.keywords if k.arg == "title"]
+            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            if kw.get("visibility") != "hidden":
+                titles.append(kw["title"])
     return titles
 
 

@@ -312,7 +312,9 @@ def check_header(obj, raw: bytes, warn) -> dict:
              f"re-simulated with vLLM {versions.NEWEST}'s rules")
     elif str(named).split("+")[0] not in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside
         try:   # the simulator's rules follow the header's version (mode_config); the recorder's reads do not
-            ruled = f"re-simulated with vLLM {versions.normalize(str(named))}'s rules"
+            near = versions.normalize(str(named))
+            ruled = (f"re-simulated with vLLM {near}'s rules" if not versions.unchecked(str(named)) else
+                     f"re-simulated with vLLM {near}'s rules, the nearest version the simulator was checked against")
         except ValueError:
             ruled = "the simulator has no rules for that version"
         warn(f"recorded with vLLM {named if isinstance(named, str) and len(named) <= 40 else shown(named)}; "

@@ -124,20 +124,36 @@ def test_the_cli_says_the_mode(tmp_path):
 
 
 def test_an_async_recording_of_a_vllm_without_rules_is_played_back_not_re_simulated(tmp_path):
-    """A vLLM the simulator has no rules for: decisions() refuses in one sentence; the CLI still
-    gives what was recorded (steps, requests, warnings), with the sentence as the verdict."""
+    """A vLLM whose scheduler the simulator does not reproduce (V0's): decisions() refuses in one
+    sentence; the CLI still gives what was recorded (steps, requests, warnings), with the sentence
+    as the verdict."""
     p = tmp_path / "rec.jsonl"
-    p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.40.0"))
-    with pytest.raises(ValueError, match="has rules for vLLM 0.25 to 0.34 only"):
+    p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.6.3"))
+    said = "whose scheduler the simulator does not reproduce"
+    with pytest.raises(ValueError, match=said):
         decisions(read_recording(p))
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p)], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0 and "has rules for vLLM 0.25 to 0.34 only" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 0 and said in r.stderr and "Traceback" not in r.stderr
     assert "simulator: not re-simulated (" in r.stdout and " steps (" in r.stdout
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--json"], cwd=ROOT, capture_output=True,
                        text=True)
     out = json.loads(r.stdout)
-    assert out["decisions"]["equal"] is None and "0.25 to 0.34 only" in out["decisions"]["not_simulated"]
+    assert out["decisions"]["equal"] is None and said in out["decisions"]["not_simulated"]
     assert out["steps"] > 0 and out["requests_added"] > 0
     r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--workload", str(tmp_path / "w.json")],
                        cwd=ROOT, capture_output=True, text=True)   # what cannot be made is refused
-    assert r.returncode != 0 and "0.25 to 0.34 only" in r.stderr and not (tmp_path / "w.json").exists()
+    assert r.returncode != 0 and said in r.stderr and not (tmp_path / "w.json").exists()
+
+
+def test_an_async_recording_of_a_newer_vllm_is_re_made_with_the_newest_rules_and_says_so(tmp_path):
+    """A vLLM newer than any checked one: re-simulated with the newest version's rules (which made
+    the recording here, so the decisions match), the header's warning naming the borrowed rules."""
+    p = tmp_path / "rec.jsonl"
+    p.write_bytes(recording_of("lesson_abc_8blocks", vllm="0.40.0"))
+    rec = read_recording(p)
+    assert any("0.40.0" in w and "0.34's rules, the nearest version" in w for w in rec.warnings)
+    got = decisions(rec)
+    assert got["equal"] is True and got["simulated_as"]["vllm_version"] == "0.34"
+    r = subprocess.run([sys.executable, "-m", "sim", "vllm", str(p), "--workload", str(tmp_path / "w.json")],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads((tmp_path / "w.json").read_text())["config"]["vllm_version"] == "0.34"

@@ -297,22 +297,28 @@ def test_recordings_of_different_vllm_versions(tmp_path):
         assert "different vLLM versions" in msg and "0.32.0" in msg and "0.33.0" in msg
 
 
-def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulated(tmp_path):
-    """Recordings of a vLLM the simulator has no rules for (a newer one): the fleet is read, each
-    replica's verdict says it was not re-simulated, the routing is replayed with timing recorded
-    as for a known vLLM, and timing simulated is refused in one sentence."""
-    from servers.vllm.fleet_replay import recorded_replicas
-    from sim.fleet import FleetSettings
-    from sim.fleet.recorded import agreement, replay
+def _kit_of_vllm(version: str, folder: Path) -> list[Path]:
+    """The kit's recordings, written to `folder` with their headers naming another vLLM."""
     paths = []
     for p in KIT_RECS:
         rows = lines(p)
-        rows[0]["vllm"] = "0.99.0"
-        paths.append(write(tmp_path / p.name.replace(".gz", ""), rows))
-    fleet = read_fleet(paths)
+        rows[0]["vllm"] = version
+        paths.append(write(folder / p.name.replace(".gz", ""), rows))
+    return paths
+
+
+def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulated(tmp_path):
+    """Recordings whose header names a vLLM the simulator has no rules for (V0's scheduler, as a
+    damaged header may): the fleet is read, each replica's verdict says it was not re-simulated,
+    the routing is replayed with timing recorded as for a known vLLM, and timing simulated is
+    refused in one sentence."""
+    from servers.vllm.fleet_replay import recorded_replicas
+    from sim.fleet import FleetSettings
+    from sim.fleet.recorded import agreement, replay
+    fleet = read_fleet(_kit_of_vllm("0.6.3", tmp_path))
     known = read_fleet(KIT_RECS)
     assert all(r.decisions == {"equal": None, "not_simulated": r.decisions["not_simulated"]} for r in fleet.replicas)
-    assert "0.99.0" in fleet.replicas[0].decisions["not_simulated"]
+    assert "0.6.3" in fleet.replicas[0].decisions["not_simulated"]
     assert sum("replayed with recorded timing" in w for w in fleet.warnings) == 2
     s = FleetSettings(replicas=2, router="cache_aware", router_config={"granularity": "token"})
     got, want = (replay(recorded_replicas(f), s, timing="recorded") for f in (fleet, known))
@@ -321,7 +327,21 @@ def test_a_fleet_of_a_vllm_without_rules_is_replayed_as_recorded_and_not_simulat
     with pytest.raises(ValueError) as e:
         replay(recorded_replicas(fleet, with_costs=True), s, timing="simulated")
     msg = one_sentence(e)
-    assert "of vLLM 0.99.0" in msg and msg.endswith("so timing simulated cannot run (timing recorded can)")
+    assert "of vLLM 0.6.3" in msg and msg.endswith("so timing simulated cannot run (timing recorded can)")
+
+
+def test_a_fleet_of_a_newer_vllm_is_simulated_with_the_newest_rules_and_says_so(tmp_path):
+    """Recordings of a vLLM newer than any checked one: each replica is re-made with the newest
+    version's rules (its warnings say so), and timing simulated runs."""
+    from servers.vllm.fleet_replay import recorded_replicas
+    from sim.fleet import FleetSettings
+    from sim.fleet.recorded import replay
+    fleet = read_fleet(_kit_of_vllm("0.99.0", tmp_path))
+    assert all(r.decisions["simulated_as"]["vllm_version"] == "0.34" for r in fleet.replicas)
+    assert sum("0.99.0" in w and "the nearest version" in w for w in fleet.warnings) == 2
+    s = FleetSettings(replicas=2, router="cache_aware", router_config={"granularity": "token"})
+    got = replay(recorded_replicas(fleet, with_costs=True), s, timing="simulated")
+    assert len(got.routes) == len(fleet.requests)
 
 
 def test_a_fleet_replica_without_its_pool_size_is_replayed_as_recorded_only(tmp_path):
