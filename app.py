@@ -9,21 +9,11 @@ from ui.guard import guarded
 
 st.set_page_config(page_title="Scheduler Lab", page_icon="🗓️", layout="wide")  # page_icon: no font fetch
 
-PLAYBACK = st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="home",
-                   default=True)
-
-
-def _to_playback() -> None:
-    """/playback lands on Playback with the link's settings, rather than on "page not found": the
-    default page is served at / (Streamlit reserves its url_path too, so that one is "home")."""
-    st.switch_page(PLAYBACK, query_params=st.query_params.to_dict())
-
-
 # The page list. Add a page: one st.Page line here (pages stay thin: pages -> figures -> sim).
 PAGES = {
     "Watch a scheduler": [
-        PLAYBACK,
-        st.Page(_to_playback, title="Playback", url_path="playback", visibility="hidden"),
+        st.Page("pages/playback.py", title="Playback", icon=":material/play_circle:", url_path="playback",
+                default=True),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
         st.Page("pages/fleet.py", title="Fleet", icon=":material/hub:", url_path="fleet"),
         st.Page("pages/choosing_settings.py", title="Choosing settings", icon=":material/tune:", url_path="choosing_settings"),

@@ -83,9 +83,8 @@ setInterval(() => {
 
 def pages_from_app(app: Path = ROOT / "app.py") -> list[dict]:
     """[{path, title, url_path, default}] of every st.Page(...) call in app.py, in order."""
-    calls = [n for n in ast.walk(ast.parse(app.read_text()))   # (a hidden alias, a function, is no page file)
-             if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "Page" and n.args
-             and isinstance(n.args[0], ast.Constant)]
+    calls = [n for n in ast.walk(ast.parse(app.read_text()))
+             if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "Page" and n.args]
     out = []
     for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
         kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}

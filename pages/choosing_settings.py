@@ -215,7 +215,9 @@ def show_results(grid, configs, rows: dict, job: SearchJob, slo: dict, knobs: li
     params = {"pb_source": source, "pb_scenario": scenario, "pb_cost": job.cost}
     for k, v in configs_done[b].items():
         params[SWEEP[k][2]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-    st.link_button("Open the best config on Playback", "playback?" + urlencode(params), icon=":material/open_in_new:")
+    # "./": the app's root, where the default page (Playback) is served; "playback" would open on
+    # Streamlit's "page not found" before showing it
+    st.link_button("Open the best config on Playback", "./?" + urlencode(params), icon=":material/open_in_new:")
     if source != BUILTIN:
         st.caption("Playback opens with these settings; upload the same workload file there.")
 

@@ -116,7 +116,7 @@ def test_the_link_opens_the_best_config_on_playback(searched, expected):
     best_cfg = grid.configs()[best(rows)]
     url = searched.get("link_button")[0].proto.url
     path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
-    assert path == "playback"
+    assert path == "./"   # the app's root, where Playback (the default page) is served
     assert query["pb_max_seqs"] == str(best_cfg["max_num_seqs"])
     assert query["pb_budget"] == str(best_cfg["max_num_batched_tokens"])
     pb = AppTest.from_file(APP, default_timeout=180)

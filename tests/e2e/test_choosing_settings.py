@@ -93,6 +93,7 @@ def test_a_small_search_draws_its_charts_and_links_to_playback(page: Page, app_u
 
     page.goto(urljoin(page.url, href))
     expect(page.get_by_role("heading", name="Playback")).to_be_visible(timeout=120_000)
+    expect(page.get_by_text("Page not found")).to_have_count(0)   # the link names the app's root, not a path
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=120_000)
     _idle(page)
     seqs = page.get_by_role("spinbutton", name="Max sequences")

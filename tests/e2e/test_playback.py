@@ -47,15 +47,3 @@ def test_playback_renders_and_play_advances(page, app_url):
     assert len(firsts) >= 3 and firsts[-1] > firsts[1], firsts
     # the curtain (a layout shape carried by the frames) moved with it
     assert page.evaluate(curtain_x0) < last + 0.5 or _label_step(plot) == last
-
-
-def test_the_playback_path_opens_playback_with_the_link_s_settings(page, app_url):
-    """/playback (what a link that names the page gives, e.g. Choosing settings' "open on
-    Playback") lands on Playback with its settings, not on Streamlit's "page not found"."""
-    page.goto(f"{app_url}/playback?pb_scenario=preemption_pressure&pb_budget=48")
-    page.wait_for_function(CHARTS, timeout=60_000)
-    settled(page, timeout=60_000)
-    expect(page.get_by_role("heading", name="Playback")).to_be_visible()
-    expect(page.get_by_text("Page not found")).to_have_count(0)
-    expect(page.get_by_role("spinbutton", name="Token budget / step")).to_have_value("48")
-    assert "pb_budget=48" in page.url and "pb_scenario=preemption_pressure" in page.url

@@ -15,14 +15,12 @@ WINDOW = {"width": 1280, "height": 800}
 
 
 def page_titles() -> list[str]:
-    """The titles of every st.Page in app.py that the menu shows, in menu order (read from the
-    source: importing app.py would run Streamlit; a hidden alias is in no menu)."""
+    """The titles of every st.Page in app.py, in menu order (read from the source: importing app.py
+    would run Streamlit)."""
     titles = []
     for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            if kw.get("visibility") != "hidden":
-                titles.append(kw["title"])
+            titles += [k.value.value for k in node.keywords if k.arg == "title"]
     return titles
 
 
