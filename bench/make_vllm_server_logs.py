@@ -5,12 +5,14 @@ workload against.
 
     bash servers/vllm/make_venv.sh && .venv/bin/python bench/make_vllm_server_logs.py [--only NAME]
 
-Two runs of a tiny random Llama (servers/vllm/tiny_model.py) on this machine's CPU, one after the
+Three runs of a tiny random Llama (servers/vllm/tiny_model.py) on this machine's CPU, one after the
 other, each its own server (eager mode, no hub, no recorder, stats logging on: the default every
 10 s), stdout and stderr captured as the user's terminal would show them:
 - `vllm_cpu_default`: the server's default logging (no request lines but uvicorn's access lines);
 - `vllm_cpu_requests`: the same with `--enable-log-requests` (`Received request ...: params:
-  SamplingParams(... max_tokens=N ...)` and `Added request ...` per request).
+  SamplingParams(... max_tokens=N ...)` and `Added request ...` per request);
+- `vllm_cpu_iterations`: that and `--enable-logging-iteration-details` (an `Iteration(N): ...` line
+  per engine step: its prompt and decode requests and tokens, its time, the KV pool's usage).
 Both get the same seeded open-loop traffic (traffic()): a light Poisson start, a burst of long
 requests that fills the 8 sequences and the small KV pool (24 blocks of 32 tokens: a queue), then
 groups of requests sharing long prompt prefixes (prefix-cache hits), then 12 long requests at once
@@ -42,7 +44,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "engine_logs" / "vllm_cpu"
 VOCAB = 4096
 ARGS = {"block-size": 32, "max-num-batched-tokens": 256, "max-num-seqs": 8, "max-model-len": 640,
         "num-gpu-blocks-override": 24, "served-model-name": "m", "dtype": "bfloat16"}
-RUNS = {"vllm_cpu_default": {}, "vllm_cpu_requests": {"enable-log-requests": True}}
+RUNS = {"vllm_cpu_default": {}, "vllm_cpu_requests": {"enable-log-requests": True},
+        "vllm_cpu_iterations": {"enable-log-requests": True, "enable-logging-iteration-details": True}}
 
 
 def _prompt(rng: random.Random, n: int) -> list[int]:

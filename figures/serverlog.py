@@ -4,6 +4,9 @@
 - batch_timeline: every logged SGLang batch on the log's clock: prefill batches as bars of new
   (solid) and cached (hatched) prompt tokens, decode batches as the requests decoding in the
   logged step; the spans the log says nothing about shaded grey ("unknown", never "idle").
+- step_timeline: every vLLM step an Iteration line logged (`--enable-logging-iteration-details`),
+  in the log's order: its prompt-chunk (context) and decode tokens stacked, its elapsed time, and
+  the KV pool's usage after it.
 - gauges_figure: running / waiting, KV usage (and the prefix-cache hit rate), throughput over
   time, one line per lane (DP rank, vLLM engine); lines break at unknown spans, not drawn across.
 - verdict_table, records_table: the reader's verdict and its records as tables.
@@ -98,6 +101,49 @@ def batch_timeline(tr: Trace, log_y: bool = False) -> go.Figure:
     fig.update_layout(meta={"batches": int(n), "prefill": int(pre.sum()), "decode": int(dec.sum()),
                             "unknown_spans": len(tr.unknown_spans)})
     return _layout(fig, 520, label, 2)
+
+
+def step_timeline(tr: Trace) -> go.Figure:
+    """vLLM's logged steps, one per Iteration line, against the logged step's place in the log (the
+    log's clock has one-second resolution, finer than the steps, so time cannot be the axis)."""
+    s = tr.steps
+    n = len(s)
+    has_kv = n > 0 and bool(np.isfinite(s["kv_usage"].to_numpy(dtype=float)).any())
+    rows = 3 if has_kv else 2
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.5, 0.25, 0.25][:rows],
+                        subplot_titles=("Tokens per step: prompt chunks and decodes", "Step time (ms)",
+                                        "KV cache usage after the step")[:rows])
+    x = s["step"].to_numpy(dtype=float) if n else np.zeros(0)
+    hover = [f"vLLM step {i:,} · {t:,.0f} s · line {ln}{' · ' + str(la) if la else ''}"
+             for i, t, ln, la in zip(s["iteration"], s["start"], s["line"], s["lane"])] if n else []
+    hover = np.array(hover, dtype=object)
+    ctx_req = s["context_requests"].to_numpy() if n else np.zeros(0)
+    gen_req = s["generation_requests"].to_numpy() if n else np.zeros(0)
+    fig.add_trace(go.Bar(x=x, y=s["prefill_tokens"].to_numpy() if n else [], name="prompt tokens (context requests)",
+                         marker_color=NEW, customdata=ctx_req, hovertext=hover,
+                         hovertemplate="%{y:,} prompt tokens of %{customdata:,} request(s)<br>%{hovertext}<extra></extra>"),
+                  row=1, col=1)
+    fig.add_trace(go.Bar(x=x, y=s["decode_tokens"].to_numpy() if n else [], name="decode tokens (generation requests)",
+                         marker_color=DECODE, customdata=gen_req, hovertext=hover,
+                         hovertemplate="%{y:,} decode tokens of %{customdata:,} request(s)<br>%{hovertext}<extra></extra>"),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=s["step_ms"].to_numpy(dtype=float) if n else [], name="step time", mode="lines",
+                             line={"color": WAITING, "width": 1}, hovertext=hover,
+                             hovertemplate="%{y:,.2f} ms<br>%{hovertext}<extra></extra>"), row=2, col=1)
+    if has_kv:
+        fig.add_trace(go.Scatter(x=x, y=100 * s["kv_usage"].to_numpy(dtype=float), name="KV cache usage", mode="lines",
+                                 line={"color": KV, "width": 1}, hovertext=hover,
+                                 hovertemplate="%{y:.1f}%<br>%{hovertext}<extra></extra>"), row=3, col=1)
+        fig.update_yaxes(title_text="%", range=[0, 100], row=3, col=1)
+    fig.update_layout(barmode="stack", bargap=0)
+    fig.update_yaxes(title_text="tokens", row=1, col=1)
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=2, col=1)
+    fig.update_layout(meta={"steps": int(n), "prefill_tokens": int(s["prefill_tokens"].sum()) if n else 0,
+                            "decode_tokens": int(s["decode_tokens"].sum()) if n else 0})
+    out = _layout(fig, 560 if has_kv else 440, "logged step (in the log's order)", rows)
+    out.update_layout(bargap=0)
+    return out
 
 
 def _series(c: pd.DataFrame, name: str, lane: str):

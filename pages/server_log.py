@@ -16,7 +16,7 @@ import streamlit as st
 
 from figures.animate import from_spec
 from figures.serverlog import (CONFIG, batch_timeline, gauges_figure, records_table, resim_figure,
-                               resim_settings_table, verdict_table)
+                               resim_settings_table, step_timeline, verdict_table)
 from servers.server_log import LABELS, ServerLog, read_log
 from servers.server_log.resim import resimulate
 from sim.jsonout import dumps_strict
@@ -43,6 +43,9 @@ SAMPLES = {
     "vllm_cpu_requests": ("vllm_cpu_requests.log.gz", "vLLM 0.32 (real, this project's run) · --enable-log-requests",
                           "A real vllm-cpu server run here (bench/make_vllm_server_logs.py): a queue builds up, a small "
                           "KV pool, shared prefixes; a line per request received, so its workload can be re-simulated."),
+    "vllm_cpu_iterations": ("vllm_cpu_iterations.log.gz", "vLLM 0.32 (real, this project's run) · a line per step",
+                            "The same server and traffic with --enable-logging-iteration-details and request lines: "
+                            "every engine step's prompt and decode tokens, its time and the KV usage after it."),
     "vllm_cpu_default": ("vllm_cpu_default.log.gz", "vLLM 0.32 (real, this project's run) · default logging",
                          "The same server and traffic with vLLM's default logging: stats lines every 10 s, uvicorn's "
                          "access lines, no request lines."),
@@ -85,7 +88,8 @@ def views(key: str, window: str, logy: bool, _view) -> dict:
     tr = _view
     out = {"gauges": gauges_figure(tr).to_plotly_json()}
     if len(tr.steps):
-        out["batches"] = batch_timeline(tr, log_y=logy).to_plotly_json()
+        out["batches"] = (step_timeline(tr) if tr.meta.get("engine") == "vllm" else
+                          batch_timeline(tr, log_y=logy)).to_plotly_json()
     return out
 
 
@@ -148,7 +152,10 @@ if ss.get("sl_log_id") != key:   # a new log opens on its own default window, un
 recs = read["batches"] if engine == "sglang" else read["stats"]
 st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
 cols = st.columns(5)
-cols[0].metric("Batch lines" if engine == "sglang" else "Stats lines", fmt(len(recs)))
+if engine == "vllm" and read["batches"]:   # --enable-logging-iteration-details: a line per step too
+    cols[0].metric("Stats / step lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
+else:
+    cols[0].metric("Batch lines" if engine == "sglang" else "Stats lines", fmt(len(recs)))
 cols[1].metric("Request lines", fmt(len(read["requests"])))
 cols[2].metric("Lines not understood", fmt(read["not_understood"]["count"]),
                help="Lines that look like the engine's scheduler lines but could not be read (cut, damaged): "
@@ -167,6 +174,12 @@ if engine == "sglang" and recs:
                "in the prefix cache (hatched); decode batches as the requests decoding in the logged step. SGLang "
                "logs one decode line per 40 steps unless started with `--decode-log-interval 1`. Grey: spans the "
                "log says nothing about.")
+elif engine == "vllm" and read["batches"]:
+    st.subheader("Logged steps")
+    st.caption("Each engine step vLLM logged (`--enable-logging-iteration-details`), in the log's order: the "
+               "prompt tokens it computed for requests still in their prompt (a whole prompt or a chunk) and the "
+               "tokens it decoded, how long the step took as vLLM measured it, and the KV cache's usage after it. "
+               "Which requests ran, the line does not say.")
 view = WIN.pick(log.trace, key=key, clock="time")
 SETTINGS.sync_url()  # the window is part of the link
 win = view.meta.get("window")

