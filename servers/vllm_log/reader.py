@@ -71,27 +71,28 @@ class VLLMLogReader(LineReader):
                 self.keys.add(k)
         if repeat > 1:
             out["repeated"] = repeat
-        key = (rec["engine"], t, tuple((k, repr(v)) for k, v in rec.items() if k not in ("process", "source")))
+        if not self._seen((rec["engine"], t, tuple((k, repr(v)) for k, v in rec.items()
+                                                  if k not in ("process", "source")))):
+            self.out.stats.append(out)
+
+    def _seen(self, key: tuple) -> bool:
+        """Whether a record with this key came lately (then it is counted as a duplicate): several
+        API servers print the same line, a log may be collected twice."""
         if key in self.seen_keys:
             self.out.duplicates += 1
-            return
+            return True
         self.seen_keys.add(key)
         if len(self.seen_keys) > 8192:
             self.seen_keys.clear()
-        self.out.stats.append(out)
+        return False
 
     def _step(self, rec: dict, no: int, time, t, repeat: int) -> None:
         """An Iteration line: one engine step, kept once (the same engine's step number at the same
         time again is a log collected twice)."""
         lane = rec.pop("engine")
         rec.pop("process", None), rec.pop("source", None)
-        key = ("iteration", lane, rec["iteration"], t)
-        if key in self.seen_keys:
-            self.out.duplicates += 1
+        if self._seen(("iteration", lane, rec["iteration"], t)):
             return
-        self.seen_keys.add(key)
-        if len(self.seen_keys) > 8192:
-            self.seen_keys.clear()
         out = {"line": no, "time": time, "t": t, "kind": "iteration", "lane": lane, **rec}
         if repeat > 1:
             out["repeated"] = repeat
