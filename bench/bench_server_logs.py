@@ -4,11 +4,12 @@ in the same run, and their peak memory.
     .venv/bin/python bench/bench_server_logs.py [--dir DIR] [--mb 100] [--repeat 1] [--gz] [--json]
 
 Makes (once, seeded: bench/gen_server_logs.py, every era of each engine in one file) DIR/sglang.log
-(`--decode-log-interval 1` lines: one per decode step) and DIR/vllm.log (a stats line every second
-and every request's lines), then times, each in its own process (wall, CPU = user + system, peak
+(`--decode-log-interval 1` lines: one per decode step), DIR/vllm.log (a stats line every second
+and every request's lines) and DIR/vllm-steps.log (the same, mid-2025 form only, with an
+`Iteration(N):` line per step: `--enable-logging-iteration-details`), then times, each in its own process (wall, CPU = user + system, peak
 RSS from wait4), alternating, the fastest of --repeat kept:
 - grep:   `grep -c PATTERN FILE` (the engine's record lines: `batch[.,] |#running-req: ` /
-          `Avg prompt throughput`), the floor of finding the lines;
+          `Avg prompt throughput` / that or `Iteration(`), the floor of finding the lines;
 - read:   servers.server_log.read_log(FILE) (detect, read every line, the Trace);
 - cli:    `python -m sim log FILE --json > /dev/null` (the same and the JSON printed);
 - gz:     (--gz) the cli on FILE.gz;
@@ -32,7 +33,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from gen_server_logs import generate  # noqa: E402
 
 PY = sys.executable
-PATTERNS = {"sglang": r"batch[.,] \|#running-req: ", "vllm": "Avg prompt throughput"}
+PATTERNS = {"sglang": r"batch[.,] \|#running-req: ", "vllm": "Avg prompt throughput",
+            "vllm-steps": r"Avg prompt throughput\|Iteration("}   # vLLM with an Iteration line per step
 READ = ("import sys; from servers.server_log import read_log; log = read_log(sys.argv[1]); "
         "print(len(log.read.batches) + len(log.read.stats), log.read.not_understood)")
 
@@ -77,7 +79,7 @@ def main() -> int:
             continue
         f = a.dir / f"{engine}-{a.mb:g}mb.log"
         if not f.exists():
-            generate(engine, f, a.mb, seed=1)
+            generate(engine.split("-")[0], f, a.mb, seed=1, era="v1steps" if engine == "vllm-steps" else "mix")
         if a.gz and not Path(f"{f}.gz").exists():
             with open(f, "rb") as src, gzip.open(f"{f}.gz", "wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst)

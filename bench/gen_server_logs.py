@@ -21,7 +21,8 @@ request (`Received request` with its SamplingParams, `Added request`, uvicorn's 
 eras: `v0` (`metrics.py:N]` Running / Swapped / Pending, `Received request ...: prompt: '...',
 params: ..., prompt_token_ids: [...]`), `v1` (early 2025: `[loggers.py:N]`, no engine label),
 `v1engine` (mid 2025 on: `(APIServer pid=1)`, `Engine 000:`, Preemptions, Prefix cache hit rate,
-`params: SamplingParams(...)` only); `mix`: a third each.
+`params: SamplingParams(...)` only); `mix`: a third each. `v1steps` (not in the mix): `v1engine` with
+an `Iteration(N): ...` line per step as `--enable-logging-iteration-details` prints it (0.30 on).
 """
 from __future__ import annotations
 
@@ -168,6 +169,11 @@ def vllm_lines(era: str, rng: random.Random, srv: Server):
     pre = "(APIServer pid=1) " if era == "v1engine" else ""
     br = (lambda f: f"{f}]") if era == "v0" else (lambda f: f"[{f}]")
     preempt = 0
+    steps = era == "v1steps"
+    if steps:
+        era = "v1engine"
+        pre = "(APIServer pid=1) "
+    index = 0
     while True:
         r = srv.step()
         _, md, hms = _clock(r["t"])
@@ -175,6 +181,13 @@ def vllm_lines(era: str, rng: random.Random, srv: Server):
             prompt_tok += r["new_tokens"]
         else:
             gen_tok += r["running"]
+        if steps and (r["kind"] == "prefill" or r["running"]):
+            ctx = (r["new_seqs"], r["new_tokens"]) if r["kind"] == "prefill" else (0, 0)
+            gen = (0, 0) if r["kind"] == "prefill" else (r["running"], r["running"])
+            yield (f"{pre}INFO {md} {hms} {br('loggers.py:199')} Engine 000: Iteration({index}): {ctx[0]} context "
+                   f"requests, {ctx[1]} context tokens, {gen[0]} generation requests, {gen[1]} generation tokens, "
+                   f"iteration elapsed time: {rng.uniform(8, 40):.2f} ms, GPU KV cache usage: {100 * r['usage']:.1f}%")
+            index += 1
         for rid, p, m in srv.arrived:
             req = f"cmpl-{rid:032x}"
             params = SAMPLING.format(m=m)
@@ -245,7 +258,7 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS)
+    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",))
     a = ap.parse_args()
     n = generate(a.engine, a.out, a.mb, a.seed, a.era)
     print(f"{a.out}: {n / 1e6:,.1f} MB")

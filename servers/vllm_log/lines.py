@@ -3,8 +3,10 @@
 Prefix: `[(APIServer pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:line] ` (before 2025 without the
 brackets: `file.py:line] `); no year, no milliseconds. Stats, by version:
 - V1 (`loggers.py`): `[Engine 000: ]Avg prompt throughput: X tokens/s, Avg generation throughput: X
-  tokens/s, Running: N reqs, Waiting: N reqs[, Deferred: N reqs][, Preemptions: N], GPU KV cache
-  usage: X%, Prefix cache hit rate: X%[, External prefix cache hit rate: X%][, MM cache hit rate: X%]`
+  tokens/s, Running: N reqs, Waiting: N reqs[, Deferred: N reqs][, KV fetch: N waiting to start, N in
+  progress, N completed waiting][, Preemptions: N], GPU KV cache usage: X%, Prefix cache hit rate:
+  X%[, Corrupted: N reqs][, External prefix cache hit rate: X%][, MM cache hit rate: X%]` (KV fetch:
+  0.33 on, with a KV connector; Corrupted: with VLLM_COMPUTE_NANS_IN_LOGITS)
 - V0 (`metrics.py`, earlier `llm_engine.py`): `... Running: N reqs, Swapped: N reqs, Pending: N reqs,
   GPU KV cache usage: X%, CPU KV cache usage: X%[, Prefix cache hit rate: GPU: X%, CPU: X%].`
 Steps (`--enable-logging-iteration-details`, 0.25 on): one line per engine step. 0.25's engine core
@@ -30,6 +32,7 @@ PREFIX = re.compile(r"(?P<lvl>INFO|DEBUG|WARNING|ERROR|WARN) (?P<md>\d\d-\d\d) (
                     r"(?P<br>\[)?(?P<file>[\w./-]{1,80}\.py):(?P<lno>\d{1,6})\] ")
 STATS = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Avg prompt throughput: ")
 SPEC = re.compile(r"SpecDecoding metrics: ")
+KV_FETCH = re.compile(r"KV fetch: (\d{1,9}) waiting to start, (\d{1,9}) in progress, (\d{1,9}) completed waiting")
 ITERATION_HEAD = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Iteration\((?P<index>\d{1,15})\): ")
 ITERATION = re.compile(
     r"(?P<ctx_reqs>\d{1,9}) context requests, (?P<ctx_tokens>\d{1,12}) context tokens, "
@@ -51,6 +54,8 @@ KEYS = {
     "Prefix cache hit rate": "prefix_cache_hit_rate", "Prefix cache hit rate GPU": "prefix_cache_hit_rate",
     "Prefix cache hit rate CPU": "cpu_prefix_cache_hit_rate",
     "External prefix cache hit rate": "external_prefix_cache_hit_rate", "MM cache hit rate": "mm_cache_hit_rate",
+    "Corrupted": "corrupted", "KV fetch waiting": "kv_fetch_waiting", "KV fetch in progress": "kv_fetch_in_progress",
+    "KV fetch completed waiting": "kv_fetch_completed_waiting",
 }
 CORE = ("running", "waiting", "swapped", "kv_usage", "prefix_cache_hit_rate", "prompt_throughput",
         "generation_throughput", "preemptions")
@@ -71,7 +76,10 @@ def parse_stats(text: str):
             return None
         kind = "spec"
     body_at = m.end() if kind == "spec" else m.end() - len("Avg prompt throughput: ")
-    fields, whole = split(text[body_at:])
+    body = text[body_at:]
+    if "KV fetch: " in body:   # one field of three counts, no key for each (0.33 on, a KV connector's loads)
+        body = KV_FETCH.sub(r"KV fetch waiting: \1, KV fetch in progress: \2, KV fetch completed waiting: \3", body)
+    fields, whole = split(body)
     rec: dict = {}
     if pm:
         rec["_md"], rec["_hms"] = pm["md"], pm["hms"]

@@ -144,6 +144,8 @@ class VLLMLogReader(LineReader):
         for k, words in (("deferred", "Deferred field"), ("preemptions", "Preemptions field"),
                          ("external_prefix_cache_hit_rate", "External prefix cache hit rate (KV connector)"),
                          ("mm_cache_hit_rate", "MM cache hit rate (multimodal)"),
+                         ("kv_fetch_waiting", "KV fetch field (a KV connector's loads; 0.33 on)"),
+                         ("corrupted", "Corrupted field (VLLM_COMPUTE_NANS_IN_LOGITS)"),
                          ("cpu_prefix_cache_hit_rate", "V0 prefix cache hit rate, GPU and CPU")):
             if k in self.keys or any(r.get(k) is not None for r in o.stats[:1]):
                 tr.append(words)

@@ -78,3 +78,20 @@ def test_the_step_chart_stacks_prompt_and_decode_tokens():
     assert [[int(v) for v in b.y] for b in bars] == [[96, 180, 0, 512], [0, 5, 0, 0]]
     assert fig.layout.meta == {"steps": 4, "prefill_tokens": 788, "decode_tokens": 5}
     assert any(d.name == "KV cache usage" for d in fig.data)
+
+
+def test_a_0_34_stats_line_with_every_optional_field_is_read():
+    """0.34.0's stats line (v1/metrics/loggers.py log()) with all its optional parts, among them
+    `KV fetch: A waiting to start, B in progress, C completed waiting` (0.33 on, a KV connector),
+    whose three counts have no key each, and `Corrupted: N reqs`: one stats record, nothing lost."""
+    line = (PRE.format(s=1) + "Engine 000: Avg prompt throughput: 120.5 tokens/s, Avg generation throughput: 30.0 "
+            "tokens/s, Running: 4 reqs, Waiting: 2 reqs, Deferred: 1 reqs, KV fetch: 3 waiting to start, 1 in "
+            "progress, 0 completed waiting, Preemptions: 2, GPU KV cache usage: 45.0%, Prefix cache hit rate: 10.0%, "
+            "Corrupted: 0 reqs, External prefix cache hit rate: 5.0%, MM cache hit rate: 1.0%")
+    r = _read([line]).read
+    assert r.not_understood == 0 and len(r.stats) == 1
+    s = r.stats[0]
+    assert (s["running"], s["waiting"], s["deferred"], s["preemptions"], s["kv_usage"]) == (4, 2, 1, 2, 0.45)
+    assert (s["kv_fetch_waiting"], s["kv_fetch_in_progress"], s["kv_fetch_completed_waiting"]) == (3, 1, 0)
+    assert s["corrupted"] == 0 and s["mm_cache_hit_rate"] == 0.01 and "other" not in s
+    assert any(t.startswith("KV fetch field") for t in r.traits)
