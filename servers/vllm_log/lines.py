@@ -32,6 +32,8 @@ PREFIX = re.compile(r"(?P<lvl>INFO|DEBUG|WARNING|ERROR|WARN) (?P<md>\d\d-\d\d) (
                     r"(?P<br>\[)?(?P<file>[\w./-]{1,80}\.py):(?P<lno>\d{1,6})\] ")
 STATS = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Avg prompt throughput: ")
 SPEC = re.compile(r"SpecDecoding metrics: ")
+PER_POSITION = re.compile(r"Per-position acceptance rate: (?P<rates>(?:nan|\d{1,6}(?:\.\d{1,9})?)"
+                          r"(?:, (?:nan|\d{1,6}(?:\.\d{1,9})?)){0,63})(?=, [A-Z]|\s*$)")
 KV_FETCH = re.compile(r"KV fetch: (\d{1,9}) waiting to start, (\d{1,9}) in progress, (\d{1,9}) completed waiting")
 ITERATION_HEAD = re.compile(r"(?:(?P<engine>Engine \d{1,4}): )?Iteration\((?P<index>\d{1,15})\): ")
 ITERATION = re.compile(
@@ -77,6 +79,12 @@ def parse_stats(text: str):
         kind = "spec"
     body_at = m.end() if kind == "spec" else m.end() - len("Avg prompt throughput: ")
     body = text[body_at:]
+    per_position = None
+    if kind == "spec" and "Per-position acceptance rate: " in body:   # a list, comma-separated like the fields
+        pp = PER_POSITION.search(body)
+        if pp:
+            per_position = [float(x) for x in pp["rates"].split(", ")]
+            body = body[:pp.start()] + body[pp.end():].removeprefix(", ")
     if "KV fetch: " in body:   # one field of three counts, no key for each (0.33 on, a KV connector's loads)
         body = KV_FETCH.sub(r"KV fetch waiting: \1, KV fetch in progress: \2, KV fetch completed waiting: \3", body)
     fields, whole = split(body)
@@ -92,6 +100,8 @@ def parse_stats(text: str):
     if kind == "spec":
         for k, v, _ in fields:
             rec[norm_key(k)] = v
+        if per_position is not None:
+            rec["per_position_acceptance_rate"] = per_position
         return "spec", rec, True, prefix
     rec["engine"] = m["engine"] or ""
     ok = whole

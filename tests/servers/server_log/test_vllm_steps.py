@@ -95,3 +95,19 @@ def test_a_0_34_stats_line_with_every_optional_field_is_read():
     assert (s["kv_fetch_waiting"], s["kv_fetch_in_progress"], s["kv_fetch_completed_waiting"]) == (3, 1, 0)
     assert s["corrupted"] == 0 and s["mm_cache_hit_rate"] == 0.01 and "other" not in s
     assert any(t.startswith("KV fetch field") for t in r.traits)
+
+
+def test_a_spec_decoding_line_keeps_its_per_position_list_and_the_fields_after_it():
+    """0.34.0's SpecDecoding line (v1/spec_decode/metrics.py:120-130): `Per-position acceptance
+    rate` is a comma-separated list, as the fields are; it is kept whole, and the average after
+    it too (it used to keep the list's first value and lose the rest of the line)."""
+    line = ("(APIServer pid=1) INFO 12-06 07:01:02 [metrics.py:121] SpecDecoding metrics: Mean acceptance length: "
+            "2.31, Accepted throughput: 45.20 tokens/s, Drafted throughput: 103.10 tokens/s, Accepted: 452 tokens, "
+            "Drafted: 1031 tokens, Per-position acceptance rate: 0.812, 0.645, 0.401, Avg Draft acceptance rate: 43.8%")
+    r = _read([line, line.replace("Per-position acceptance rate: 0.812, 0.645, 0.401, Avg Draft acceptance rate: "
+                                  "43.8%", "Per-position acceptance rate: 0.700, 0.500")]).read
+    assert r.not_understood == 0 and len(r.spec_decoding) == 2
+    a, b = r.spec_decoding
+    assert a["per_position_acceptance_rate"] == [0.812, 0.645, 0.401] and a["avg_draft_acceptance_rate"] == 0.438
+    assert (a["accepted"], a["drafted"], a["mean_acceptance_length"]) == (452, 1031, 2.31)
+    assert b["per_position_acceptance_rate"] == [0.7, 0.5] and "avg_draft_acceptance_rate" not in b
