@@ -127,6 +127,18 @@ def parse_stats(text: str):
     return "stats", rec, ok, prefix
 
 
+def _engine_of(proc) -> str:
+    """0.25's engine core prints its step lines with no engine label; its process label names it:
+    `EngineCore` (one engine, whose stats lines say `Engine 000`) or `EngineCore_DP<k>` (data parallel,
+    v1/engine/utils.py:167), read as the stats lines' `Engine 00k`."""
+    label = proc["label"] if proc else ""
+    if label == "EngineCore":
+        return "Engine 000"
+    if label.startswith("EngineCore_DP") and label[13:].isdigit():
+        return f"Engine {int(label[13:]):03d}"
+    return ""
+
+
 def parse_iteration(text: str):
     """("iteration", record, complete, prefix) of an Iteration line, or None. Incomplete: the head
     is there but not the whole body (a wrapped or cut line)."""
@@ -144,7 +156,7 @@ def parse_iteration(text: str):
     proc = PROCESS.search(prefix)
     if proc:
         rec["process"] = f"{proc['label']} pid={proc['pid']}"
-    rec["engine"] = h["engine"] or ""
+    rec["engine"] = h["engine"] or _engine_of(proc)
     if m is None:
         return "iteration", rec, False, prefix
     rec.update(iteration=int(h["index"]), context_requests=int(m["ctx_reqs"]), context_tokens=int(m["ctx_tokens"]),

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "samples" / "server-logs" / "vllm_cpu_iterations.log.gz"
 PRE = "(APIServer pid=4100) INFO 12-06 07:01:0{s} [loggers.py:200] "
 FORMS = [
-    "(EngineCore_DP0 pid=4121) INFO 12-06 07:01:01 [core.py:452] Iteration(0): 1 context requests, 96 context "
+    "(EngineCore pid=4121) INFO 12-06 07:01:01 [core.py:452] Iteration(0): 1 context requests, 96 context "
     "tokens, 0 generation requests, 0 generation tokens, iteration elapsed time: 12.41 ms",
     PRE.format(s=2) + "Engine 000: Iteration(1): 2 context requests, 180 context tokens, 5 generation requests, "
     "5 generation tokens, iteration elapsed time: 20.50 ms, GPU KV cache usage: 12.5%",
@@ -43,18 +43,22 @@ def test_every_form_is_one_step():
     assert detect_text("\n".join(FORMS).encode()).engine == "vllm" and r.engine == "vllm"
     assert r.not_understood == 0 and [b["iteration"] for b in r.batches] == [0, 1, 2, 7]
     first, second, dummy, enc = r.batches
-    assert (first["lane"], first["context_requests"], first["context_tokens"], first["elapsed_ms"]) == ("", 1, 96, 12.41)
+    # 0.25: no engine label; the process label names the engine as its stats lines do
+    assert (first["lane"], first["context_requests"], first["context_tokens"], first["elapsed_ms"]) == \
+        ("Engine 000", 1, 96, 12.41)
     assert "kv_usage" not in first and second["kv_usage"] == 0.125 and second["kv_device"] == "GPU"
     assert (second["generation_requests"], second["generation_tokens"]) == (5, 5)
     assert dummy["dummy"] and dummy["kv_device"] == "CPU" and not second["dummy"]
     assert (enc["lane"], enc["encoder_inputs"], enc["encoder_output_tokens"]) == ("Engine 001", 2, 1152)
-    assert r.lanes == ["", "Engine 000", "Engine 001"] and r.warnings == []
+    assert r.lanes == ["Engine 000", "Engine 001"] and r.warnings == []
     assert any(t.startswith("per-step Iteration lines") for t in r.traits)
     assert not any("enable-logging-iteration-details" in w for w in r.would_tell_more)
     s = log.trace.steps
     assert s["prefill_tokens"].tolist() == [96, 180, 0, 512] and s["decode_tokens"].tolist() == [0, 5, 0, 0]
     assert s["num_seqs"].tolist() == [1, 7, 0, 1] and s["step_ms"].tolist() == [12.41, 20.5, 0.0, 40.0]
-    assert s["lane"].tolist() == ["", "Engine 000", "Engine 000", "Engine 001"]
+    assert s["lane"].tolist() == ["Engine 000", "Engine 000", "Engine 000", "Engine 001"]
+    dp = _read([FORMS[0].replace("(EngineCore pid", "(EngineCore_DP3 pid"), FORMS[0].split("] ", 1)[1]]).read
+    assert [b["lane"] for b in dp.batches] == ["Engine 003", ""]   # a DP rank; a line without its prefix
 
 
 def test_a_cut_step_line_is_not_understood_and_a_wrapped_one_is_rejoined():
