@@ -6,8 +6,9 @@ in the same run, and their peak memory.
 Makes (once, seeded: bench/gen_server_logs.py, every era of each engine in one file) DIR/sglang.log
 (`--decode-log-interval 1` lines: one per decode step), DIR/vllm.log (a stats line every second
 and every request's lines) and DIR/vllm-steps.log (the same, mid-2025 form only, with an
-`Iteration(N):` line per step: `--enable-logging-iteration-details`), then times, each in its own process (wall, CPU = user + system, peak
-RSS from wait4), alternating, the fastest of --repeat kept:
+`Iteration(N):` line per step: `--enable-logging-iteration-details`), then times, each in its own
+process (wall, CPU = user + system, peak RSS from wait4), alternating, the fastest of --repeat
+kept:
 - grep:   `grep -c PATTERN FILE` (the engine's record lines: `batch[.,] |#running-req: ` /
           `Avg prompt throughput` / that or `Iteration(`), the floor of finding the lines;
 - read:   servers.server_log.read_log(FILE) (detect, read every line, the Trace);

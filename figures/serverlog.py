@@ -136,14 +136,13 @@ def step_timeline(tr: Trace) -> go.Figure:
                                  line={"color": KV, "width": 1}, hovertext=hover,
                                  hovertemplate="%{y:.1f}%<br>%{hovertext}<extra></extra>"), row=3, col=1)
         fig.update_yaxes(title_text="%", range=[0, 100], row=3, col=1)
-    fig.update_layout(barmode="stack", bargap=0)
+    fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=2, col=1)
     fig.update_layout(meta={"steps": int(n), "prefill_tokens": int(s["prefill_tokens"].sum()) if n else 0,
                             "decode_tokens": int(s["decode_tokens"].sum()) if n else 0})
-    out = _layout(fig, 560 if has_kv else 440, "logged step (in the log's order)", rows)
-    out.update_layout(bargap=0)
-    return out
+    # bars edge to edge: a window holds thousands of steps
+    return _layout(fig, 560 if has_kv else 440, "logged step (in the log's order)", rows).update_layout(bargap=0)
 
 
 def _series(c: pd.DataFrame, name: str, lane: str):

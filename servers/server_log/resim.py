@@ -29,9 +29,10 @@ What each log gives, and what is assumed (said in `assumed`, word for word on th
   `#token` / `token usage`, the largest batch seen), the simulator's vLLM defaults for the rest.
 - Step cost (seconds): `time = per_step + per_token x tokens`, fitted to the log: vLLM's
   timed steps where it logged them (`--enable-logging-iteration-details`: each step's tokens and
-  elapsed time), else its intervals with requests waiting at their end (the engine busy throughout: interval = steps x
-  per_step + tokens x per_token, steps = generated tokens / running); SGLang's decode lines (a
-  step of #running-req tokens takes #running-req / gen throughput seconds).
+  elapsed time), else its intervals with requests waiting at their end (the engine busy
+  throughout: interval = steps x per_step + tokens x per_token, steps = generated tokens /
+  running); SGLang's decode lines (a step of #running-req tokens takes #running-req / gen
+  throughput seconds).
 
 No per-request truth is in these logs: the comparison is of the gauges (running, waiting, KV
 usage, throughputs) at the log's own times; the simulated throughputs are counted as vLLM counts

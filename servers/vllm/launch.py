@@ -36,11 +36,13 @@ def spawn(python: str, model: str, trace: str | None, args: dict, *, log=None, e
     """The server's process and URL, started but not waited for (a fleet starts its replicas
     together, then waits: start-up is most of a short run). args: vLLM's flags without the
     dashes; True is a bare flag, False leaves it out (stats logging is off but where
-    `enable-logging-iteration-details` asks for a log line per step). trace None: no recorder. The process is
-    the leader of its own session, so that stop() reaches its engine's processes too."""
+    `enable-logging-iteration-details` asks for a log line per step). trace None: no recorder.
+    The process is the leader of its own session, so that stop() reaches its engine's processes
+    too."""
     port = port or free_port()
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--enforce-eager", "--shutdown-timeout", "10"]   # drain what is in flight before stopping
+           "--port", str(port), "--enforce-eager",
+           "--shutdown-timeout", "10"]   # drain what is in flight before stopping
     if not args.get("enable-logging-iteration-details"):   # its per-step lines come from the stats logger
         cmd.append("--disable-log-stats")
     if scheduler_cls and trace:

@@ -2,8 +2,9 @@
 
 One record per stats line (per engine: `Engine 000`, `Engine 001` are lanes), SpecDecoding lines
 beside them, request lines; with `--enable-logging-iteration-details`, one batch record per
-engine step (`kind` "iteration", in LogRead.batches as SGLang's batch lines are). The same stats line twice (same engine, time and fields: several API
-servers, or a log collected twice) is counted as a duplicate and kept once.
+engine step (`kind` "iteration", in LogRead.batches as SGLang's batch lines are). The same stats
+line twice (same engine, time and fields: several API servers, or a log collected twice) is
+counted as a duplicate and kept once; so is the same engine's step number at the same time.
 """
 from __future__ import annotations
 
@@ -90,7 +91,8 @@ class VLLMLogReader(LineReader):
         """An Iteration line: one engine step, kept once (the same engine's step number at the same
         time again is a log collected twice)."""
         lane = rec.pop("engine")
-        rec.pop("process", None), rec.pop("source", None)
+        rec.pop("process", None)
+        rec.pop("source", None)
         if self._seen(("iteration", lane, rec["iteration"], t)):
             return
         out = {"line": no, "time": time, "t": t, "kind": "iteration", "lane": lane, **rec}
