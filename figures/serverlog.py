@@ -5,8 +5,8 @@
   (solid) and cached (hatched) prompt tokens, decode batches as the requests decoding in the
   logged step; the spans the log says nothing about shaded grey ("unknown", never "idle").
 - step_timeline: every vLLM step an Iteration line logged (`--enable-logging-iteration-details`),
-  in the log's order: its prompt-chunk (context) and decode tokens stacked, its elapsed time, and
-  the KV pool's usage after it.
+  in the log's order: its prompt-chunk (context) and decode tokens stacked (areas drawn step by
+  step), its elapsed time, and the KV pool's usage after it.
 - gauges_figure: running / waiting, KV usage (and the prefix-cache hit rate), throughput over
   time, one line per lane (DP rank, vLLM engine); lines break at unknown spans, not drawn across.
 - verdict_table, records_table: the reader's verdict and its records as tables.
@@ -120,14 +120,15 @@ def step_timeline(tr: Trace) -> go.Figure:
     hover = np.array(hover, dtype=object)
     ctx_req = s["context_requests"].to_numpy() if n else np.zeros(0)
     gen_req = s["generation_requests"].to_numpy() if n else np.zeros(0)
-    fig.add_trace(go.Bar(x=x, y=s["prefill_tokens"].to_numpy() if n else [], name="prompt tokens (context requests)",
-                         marker_color=NEW, customdata=ctx_req, hovertext=hover,
-                         hovertemplate="%{y:,} prompt tokens of %{customdata:,} request(s)<br>%{hovertext}<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(go.Bar(x=x, y=s["decode_tokens"].to_numpy() if n else [], name="decode tokens (generation requests)",
-                         marker_color=DECODE, customdata=gen_req, hovertext=hover,
-                         hovertemplate="%{y:,} decode tokens of %{customdata:,} request(s)<br>%{hovertext}<extra></extra>"),
-                  row=1, col=1)
+    # stacked areas drawn step by step (a window holds thousands of steps: bars would be thinner than a pixel)
+    for col, name, colour, req, what in (("prefill_tokens", "prompt tokens (context requests)", NEW, ctx_req, "prompt"),
+                                         ("decode_tokens", "decode and recomputed tokens (generation requests)", DECODE, gen_req,
+                                          "decode")):
+        fig.add_trace(go.Scatter(x=x, y=s[col].to_numpy() if n else [], name=name, mode="lines", stackgroup="tokens",
+                                 line={"color": colour, "width": 0.8, "shape": "hv"}, fillcolor=colour,
+                                 customdata=req, hovertext=hover,
+                                 hovertemplate=f"%{{y:,}} {what} tokens of %{{customdata:,}} request(s)<br>"
+                                               "%{hovertext}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(x=x, y=s["step_ms"].to_numpy(dtype=float) if n else [], name="step time", mode="lines",
                              line={"color": WAITING, "width": 1}, hovertext=hover,
                              hovertemplate="%{y:,.2f} ms<br>%{hovertext}<extra></extra>"), row=2, col=1)
@@ -136,13 +137,12 @@ def step_timeline(tr: Trace) -> go.Figure:
                                  line={"color": KV, "width": 1}, hovertext=hover,
                                  hovertemplate="%{y:.1f}%<br>%{hovertext}<extra></extra>"), row=3, col=1)
         fig.update_yaxes(title_text="%", range=[0, 100], row=3, col=1)
-    fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=2, col=1)
     fig.update_layout(meta={"steps": int(n), "prefill_tokens": int(s["prefill_tokens"].sum()) if n else 0,
                             "decode_tokens": int(s["decode_tokens"].sum()) if n else 0})
-    # bars edge to edge: a window holds thousands of steps
-    return _layout(fig, 560 if has_kv else 440, "logged step (in the log's order)", rows).update_layout(bargap=0)
+    return _layout(fig, 560 if has_kv else 440, "logged step (in the log's order)", rows).update_layout(
+        legend_traceorder="normal")
 
 
 def _series(c: pd.DataFrame, name: str, lane: str):

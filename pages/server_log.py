@@ -177,9 +177,10 @@ if engine == "sglang" and recs:
 elif engine == "vllm" and read["batches"]:
     st.subheader("Logged steps")
     st.caption("Each engine step vLLM logged (`--enable-logging-iteration-details`), in the log's order: the "
-               "prompt tokens it computed for requests still in their prompt (a whole prompt or a chunk) and the "
-               "tokens it decoded, how long the step took as vLLM measured it, and the KV cache's usage after it. "
-               "Which requests ran, the line does not say.")
+               "prompt tokens it computed for requests with no output yet (a whole prompt or a chunk) and the "
+               "tokens of the rest, how long the step took as vLLM measured it, and the KV cache's usage after it. "
+               "vLLM counts a preempted request's recomputation with the rest (it has output tokens), so a tall "
+               "green spike is recomputation, not decoding. Which requests ran, the line does not say.")
 view = WIN.pick(log.trace, key=key, clock="time")
 SETTINGS.sync_url()  # the window is part of the link
 win = view.meta.get("window")

@@ -78,8 +78,9 @@ def test_a_log_without_step_lines_says_what_would_tell_more():
 
 def test_the_step_chart_stacks_prompt_and_decode_tokens():
     fig = step_timeline(_read(FORMS).trace)
-    bars = [d for d in fig.data if d.type == "bar"]
-    assert [[int(v) for v in b.y] for b in bars] == [[96, 180, 0, 512], [0, 5, 0, 0]]
+    areas = [d for d in fig.data if d.stackgroup == "tokens"]
+    assert [[int(v) for v in a.y] for a in areas] == [[96, 180, 0, 512], [0, 5, 0, 0]]
+    assert [a.line.shape for a in areas] == ["hv", "hv"]
     assert fig.layout.meta == {"steps": 4, "prefill_tokens": 788, "decode_tokens": 5}
     assert any(d.name == "KV cache usage" for d in fig.data)
 
