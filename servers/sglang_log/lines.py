@@ -5,6 +5,8 @@
 - `[2026-03-17 17:35:07 DP9 TP9] Decode batch, #running-req: 12, #token: 768, ...` (comma style,
   late 2025 on); ranks ` TP0`, ` DP2 TP2`, ` TP0 EP0`, ` ATTN_CP4 TP4`, or none; `[gpu_id=0] ` in 2024
 - `[16:43:29 TP0] Prefill batch. ..., cache hit rate: 2.76%, ...` (2024: time of day only)
+- `[date time TP0] Prefill batch [1042], ...` (0.5.2x with SGLANG_LOG_FORWARD_ITERS: the forward
+  iteration after the head), and 0.5.2x's fields (KEYS)
 - `new fill batch. #seq: 1. #cached_token: 0. #new_token: 12. #remaining_req: 0. #running_req: 0.
   tree_cache_hit_rate: 0.00%.` and a bare `#running-req: 1, #token: 35, token usage: 0.00, gen
   throughput (token/s): 9.34, #queue-req: 0` decode line (2024-04 legacy)
@@ -19,7 +21,9 @@ from servers.server_log.fields import norm_key, split
 
 _BRACKET = (r"(?:\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)?"
             r"(?P<ranks>(?: ?[A-Z][A-Z_]{0,15}\d{1,5}){0,6})\] |\[gpu_id=(?P<gpu>\d{1,5})\] )?")
-HEAD = re.compile(_BRACKET + r"(?P<head>Prefill batch|Decode batch|new fill batch)(?P<sep>[.,])(?= |$)")
+# ` [N]`: the forward iteration, with SGLANG_LOG_FORWARD_ITERS (0.5.2x metrics_reporter.py)
+HEAD = re.compile(_BRACKET + r"(?P<head>Prefill batch|Decode batch|new fill batch)(?: \[(?P<iter>\d{1,15})\])?"
+                  r"(?P<sep>[.,])(?= |$)")
 BARE = re.compile(_BRACKET + r"(?=#running-req: \d+, #token: \d+)")
 TIME_IN = re.compile(r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,]\d{1,6})?[^\]\n]{0,60}\]")
 ACCESS = re.compile(r"INFO: +(?P<client>\S{1,80}) - \"(?P<method>[A-Z]{3,7}) (?P<path>\S{1,200}) HTTP/[\d.]{1,3}\" "
@@ -27,6 +31,7 @@ ACCESS = re.compile(r"INFO: +(?P<client>\S{1,80}) - \"(?P<method>[A-Z]{3,7}) (?P
 # the scheduler's decode-step retraction (KV pool full: requests sent back to the queue, their KV freed)
 RETRACT = re.compile(_BRACKET + r"KV cache pool is full\. Retract requests\.(?:\s*#retracted_reqs: (?P<n>\d{1,9}))?"
                      r"(?:,\s*#new_tokens_gained: (?P<gained>\d{1,15}))?"
+                     r"(?:,\s*#mamba_num_gained: (?P<mamba>\d{1,15}))?"
                      r"(?:,\s*#new_token_ratio: (?P<a>\d{1,6}(?:\.\d{1,8})?) -> (?P<b>\d{1,6}(?:\.\d{1,8})?))?")
 # the scheduler's start-up line (scheduler.py): `max_total_num_tokens=N, chunked_prefill_size=N, max_prefill_tokens=N,
 # max_running_requests=N, context_len=N[, available_gpu_mem=X GB]` (older builds: fewer of them, or `[gpu_id=0] ` first)
@@ -53,8 +58,15 @@ KEYS = {
     "accept rate": "accept_rate", "#prealloc-req": "prealloc_req", "#bootstrap-req": "bootstrap_req",
     "#inflight-req": "inflight_req", "#transfer-req": "transfer_req", "#retracted-req": "retracted_req",
     "pre-allocated usage": "prealloc_usage", "#unbootstrapped-req": "unbootstrapped_req",
+    # SGLang 0.5.2x (scheduler_components/metrics_reporter.py, pool_stats_observer.py)
+    "#replay-token": "replay_tokens", "cpu graph": "cpu_graph", "musa graph": "musa_graph",
+    "mamba num": "mamba_num", "#gpu token": "gpu_kv_tokens", "gpu token usage": "gpu_kv_usage",
+    "#cpu token": "cpu_kv_tokens", "cpu token usage": "cpu_kv_usage", "cap len": "cap_len",
+    "block accept len": "block_accept_len", "#optimistic-req": "optimistic_req",
+    "#host-receive-req": "host_receive_req", "waiting-image-req": "waiting_image_req",
 }
-NUMERIC = set(KEYS.values()) - {"cuda_graph", "npu_graph"}
+GRAPH_FLAGS = {"cuda_graph", "npu_graph", "cpu_graph", "musa_graph"}
+NUMERIC = set(KEYS.values()) - GRAPH_FLAGS
 CORE = ("new_seqs", "new_tokens", "cached_tokens", "running", "waiting", "kv_usage", "throughput")
 REQUIRED = {"prefill": ("new_seqs", "new_tokens", "cached_tokens", "running", "waiting"),
             "decode": ("running", "waiting")}
@@ -95,6 +107,10 @@ def parse_batch(text: str):
             rec[name] = v
     if "kv_usage" not in rec and "full_kv_usage" in rec:
         rec["kv_usage"] = rec["full_kv_usage"]      # hybrid models: the full-attention pool
+    elif "kv_usage" not in rec and "gpu_kv_usage" in rec:
+        rec["kv_usage"] = rec["gpu_kv_usage"]       # hierarchical sparse KV: the pool on the GPU
+    if m.groupdict().get("iter") is not None:   # (a bare decode line has none)
+        rec["forward_iter"] = int(m["iter"])
     rec["throughput"] = rec.get("input_throughput" if kind == "prefill" else "gen_throughput")
     ok = ok and all(k in rec for k in REQUIRED[kind]) and len(fields) >= 3
     if other:
@@ -148,6 +164,8 @@ def retract_line(text: str):
     rec = {"retracted": int(m["n"]) if m["n"] else None}
     if m["gained"]:
         rec["new_tokens_gained"] = int(m["gained"])
+    if m["mamba"]:
+        rec["mamba_num_gained"] = int(m["mamba"])
     if m["a"]:
         rec["new_token_ratio"] = [float(m["a"]), float(m["b"])]
     return rec, (m["ranks"] or "").strip()
