@@ -16,7 +16,8 @@ from .text import HEAD_BYTES, read_head
 
 ENGINES = ("sglang", "vllm", "llama-server")
 LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server"}
-_SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)[.,] |#running-req: \d+, #token: \d+")
+_SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)(?: \[\d{1,15}\])?[.,] "   # ` [N]`: 0.5.2x's iteration
+                     r"|#running-req: \d+, #token: \d+")
 _VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
                    r"|Avg prompt throughput: [\d.]+ tokens/s|Iteration\(\d+\): \d+ context requests, ")
 _LLAMA = re.compile(r"(?:^|\s)(?:slot +\w+: id +\d+|srv +\w+: |que +\w+: )|\bllama_\w+: |\bprint_timings: "

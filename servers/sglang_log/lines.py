@@ -11,7 +11,8 @@
   tree_cache_hit_rate: 0.00%.` and a bare `#running-req: 1, #token: 35, token usage: 0.00, gen
   throughput (token/s): 9.34, #queue-req: 0` decode line (2024-04 legacy)
 - request lines: uvicorn's access line, `Receive: obj=...rid='...'` / `Finish: obj=..., out={...
-  'meta_info': {...}}` (`--log-requests`), or their JSON form (`--log-requests-format json`).
+  'meta_info': {...}}` (`--log-requests`), or their JSON form (`--log-requests-format json`: alone,
+  or in 0.5.x `[date time] {"timestamp": ..., "event": "request.received", "rid": ...}`).
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ RECEIVE = re.compile(r"\bReceive: obj=\w{1,40}\(")
 FINISH = re.compile(r"\bFinish: obj=\w{1,40}\(")
 RID = re.compile(r"""\brid=['"](?P<rid>[^'"]{1,200})['"]|['"]id['"]: ['"](?P<id>[^'"]{1,200})['"]""")
 JSON_RID = re.compile(r'"rid": ?"(?P<rid>[^"]{1,200})"')
+JSON_START = re.compile(r"\s*(?:\[[^\]\n]{1,80}\] )?\{")   # the request logger's `[date time] ` first, or nothing
+JSON_EVENT = re.compile(r'"event": ?"(?P<e>request\.[a-z_.]{1,40})"')
 META_INT = re.compile(r"""['"](?P<k>prompt_tokens|completion_tokens|cached_tokens)['"]: (?P<v>\d{1,12})""")
 META_E2E = re.compile(r"""['"]e2e_latency['"]: (?P<v>\d+(?:\.\d+)?)""")
 
@@ -145,12 +148,21 @@ def request_line(text: str):
                 if mm:
                     rec["e2e_latency"] = float(mm["v"])
             return rec
-    if '"rid"' in text and text.lstrip().startswith("{"):
+    if '"rid"' in text and JSON_START.match(text):
         m = JSON_RID.search(text)
         if m:
-            rec = {"kind": "json", "request": m["rid"]}
+            # 0.5.x's request logger: `[date time] {"timestamp": ..., "event": "request.received" |
+            # "request.finished", "rid": ...}` (utils/request_logger.py, log_utils.py log_json); earlier
+            # builds printed the object alone, with no event
+            ev = JSON_EVENT.search(text)
+            kind = {"request.received": "receive", "request.finished": "finish"}.get(ev["e"] if ev else "", "json")
+            rec = {"kind": kind, "request": m["rid"]}
             for mm in META_INT.finditer(text):
                 rec[mm["k"]] = int(mm["v"])
+            if kind == "finish":
+                mm = META_E2E.search(text)
+                if mm:
+                    rec["e2e_latency"] = float(mm["v"])
             return rec
     return None
 

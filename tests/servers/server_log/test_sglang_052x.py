@@ -12,6 +12,7 @@ another rank's, and none was counted as not understood."""
 from __future__ import annotations
 
 from servers.server_log import read_log
+from servers.server_log.detect import detect_text
 
 P = "[2026-11-20 10:00:0{s} TP0] "
 LINES = [
@@ -37,6 +38,8 @@ LINES = [
 
 
 def test_every_0_5_2x_form_is_one_batch_of_its_rank():
+    heads = [x for x in LINES if "batch [" in x]   # recognised as SGLang by those alone too
+    assert detect_text(("\n".join(heads) + "\n").encode()).engine == "sglang"
     log = read_log(("\n".join(LINES) + "\n").encode(), "sglang.log")
     r = log.read
     assert r.engine == "sglang" and r.not_understood == 0 and r.duplicates == 0
@@ -51,3 +54,23 @@ def test_every_0_5_2x_form_is_one_batch_of_its_rank():
     assert len(log.trace.steps) == 6
     (x,) = r.extra["retractions"]
     assert (x["retracted"], x["new_tokens_gained"], x["mamba_num_gained"], x["new_token_ratio"]) == (2, 512, 3, [0.7, 0.85])
+
+
+def test_the_request_logger_s_json_lines_give_arrivals_and_finishes():
+    """`--log-requests-format json` in 0.5.x (utils/request_logger.py, log_utils.py log_json): the
+    request logger's own `[date time] ` before the object, and an event naming the line. Both were
+    dropped (a JSON request line had to start with `{`); now a received line is an arrival and a
+    finished one a finish with its meta_info, as the text form's `Receive:` / `Finish:` are."""
+    lines = [
+        '[2026-11-20 10:00:01] {"timestamp": "2026-11-20T10:00:01.123456", "event": "request.received", '
+        '"rid": "abc123", "obj": {"rid": "abc123", "sampling_params": {"max_new_tokens": 64}}}',
+        LINES[0],
+        '[2026-11-20 10:00:03] {"timestamp": "2026-11-20T10:00:03.223456", "event": "request.finished", '
+        '"rid": "abc123", "obj": {"rid": "abc123"}, "out": {"meta_info": {"id": "abc123", "prompt_tokens": 100, '
+        '"completion_tokens": 64, "cached_tokens": 0, "e2e_latency": 2.1}}}',
+    ]
+    log = read_log(("\n".join(lines) + "\n").encode(), "sglang.log")
+    assert [q["kind"] for q in log.read.requests] == ["receive", "finish"] and log.read.other_lines == 0
+    (row,) = log.trace.requests.to_dict("records")
+    assert (row["request"], row["arrival_time"], row["finish_time"], row["prompt_len"], row["output_tokens"]) == \
+        ("abc123", 0.0, 2.0, 100, 64)
