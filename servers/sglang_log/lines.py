@@ -142,11 +142,7 @@ def request_line(text: str):
             if m:
                 rec["request"] = m["rid"] or m["id"]
             if kind == "finish":
-                for mm in META_INT.finditer(text):
-                    rec[mm["k"]] = int(mm["v"])
-                mm = META_E2E.search(text)
-                if mm:
-                    rec["e2e_latency"] = float(mm["v"])
+                _meta_info(text, rec, True)
             return rec
     if '"rid"' in text and JSON_START.match(text):
         m = JSON_RID.search(text)
@@ -156,15 +152,19 @@ def request_line(text: str):
             # builds printed the object alone, with no event
             ev = JSON_EVENT.search(text)
             kind = {"request.received": "receive", "request.finished": "finish"}.get(ev["e"] if ev else "", "json")
-            rec = {"kind": kind, "request": m["rid"]}
-            for mm in META_INT.finditer(text):
-                rec[mm["k"]] = int(mm["v"])
-            if kind == "finish":
-                mm = META_E2E.search(text)
-                if mm:
-                    rec["e2e_latency"] = float(mm["v"])
-            return rec
+            return _meta_info(text, {"kind": kind, "request": m["rid"]}, kind == "finish")
     return None
+
+
+def _meta_info(text: str, rec: dict, latency: bool) -> dict:
+    """rec with the token counts a request line's meta_info gives (and its e2e latency)."""
+    for mm in META_INT.finditer(text):
+        rec[mm["k"]] = int(mm["v"])
+    if latency:
+        mm = META_E2E.search(text)
+        if mm:
+            rec["e2e_latency"] = float(mm["v"])
+    return rec
 
 
 def retract_line(text: str):
