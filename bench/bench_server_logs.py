@@ -1,4 +1,4 @@
-"""The SGLang and vLLM log readers' speed on large logs, as a ratio to `grep -c` on the same file
+"""The SGLang, vLLM and TensorRT-LLM log readers' speed on large logs, as a ratio to `grep -c` on the same file
 in the same run, and their peak memory.
 
     .venv/bin/python bench/bench_server_logs.py [--dir DIR] [--mb 100] [--repeat 1] [--gz] [--json]
@@ -6,7 +6,8 @@ in the same run, and their peak memory.
 Makes (once, seeded: bench/gen_server_logs.py, every era of each engine in one file) DIR/sglang.log
 (`--decode-log-interval 1` lines: one per decode step), DIR/vllm.log (a stats line every second
 and every request's lines) and DIR/vllm-steps.log (the same, mid-2025 form only, with an
-`Iteration(N):` line per step: `--enable-logging-iteration-details`), then times, each in its own
+`Iteration(N):` line per step: `--enable-logging-iteration-details`) and DIR/trtllm.log (an
+iteration line per executor step, `print_iter_log`, three eras), then times, each in its own
 process (wall, CPU = user + system, peak RSS from wait4), alternating, the fastest of --repeat
 kept:
 - grep:   `grep -c PATTERN FILE` (the engine's record lines: `batch[.,] |#running-req: ` /
@@ -35,7 +36,8 @@ from gen_server_logs import generate  # noqa: E402
 
 PY = sys.executable
 PATTERNS = {"sglang": r"batch[.,] \|#running-req: ", "vllm": "Avg prompt throughput",
-            "vllm-steps": r"Avg prompt throughput\|Iteration("}   # vLLM with an Iteration line per step
+            "vllm-steps": r"Avg prompt throughput\|Iteration(",   # vLLM with an Iteration line per step
+            "trtllm": "iter = "}                                    # TensorRT-LLM's iteration lines
 READ = ("import sys; from servers.server_log import read_log; log = read_log(sys.argv[1]); "
         "print(len(log.read.batches) + len(log.read.stats), log.read.not_understood)")
 

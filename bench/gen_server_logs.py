@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/gen_server_logs.py sglang OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py vllm OUT.log [--mb 100] [--seed 1] [--era mix]
+    .venv/bin/python bench/gen_server_logs.py trtllm OUT.log [--mb 100] [--seed 1] [--era mix]
 
 The lines come from a small seeded model of a busy server (Poisson arrivals, a queue, a running
 batch that prefills and decodes), so the numbers in them hang together (running and queued
@@ -23,6 +24,10 @@ params: ..., prompt_token_ids: [...]`), `v1` (early 2025: `[loggers.py:N]`, no e
 `v1engine` (mid 2025 on: `(APIServer pid=1)`, `Engine 000:`, Preemptions, Prefix cache hit rate,
 `params: SamplingParams(...)` only); `mix`: a third each. `v1steps` (not in the mix): `v1engine` with
 an `Iteration(N): ...` line per step as `--enable-logging-iteration-details` prints it (0.30 on).
+
+TensorRT-LLM (`trtllm`): the PyTorch executor's iteration line per step (`print_iter_log`), eras
+`2025a` (elapsed_time, num_scheduled_requests:), `2025b` (host_step_time, prev_device_step_time),
+`2026` (num_scheduled_requests =, kv_cache_util, cached_kv_tokens); `mix`: a third each.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from pathlib import Path
 
 SG_ERAS = ("legacy", "2024", "period", "comma")
 VL_ERAS = ("v0", "v1", "v1engine")
+TR_ERAS = ("2025a", "2025b", "2026")
 DAY0 = (2025, 3, 14)
 
 
@@ -224,10 +230,45 @@ def vllm_lines(era: str, rng: random.Random, srv: Server):
             next_stats = float(int(r["t"])) + 1.0     # one line a second at most (an idle gap prints none)
 
 
+def trtllm_lines(era: str, rng: random.Random, srv: Server):
+    """TensorRT-LLM's iteration lines of `era`, for ever (one rank; the server's steps)."""
+    it = 0
+    fetched = 0
+    dev = "N/A"
+    while True:
+        r = srv.step()
+        date, _, hms = _clock(r["t"])
+        fetched += len(srv.arrived)
+        srv.arrived.clear()
+        srv.finished.clear()
+        if r["kind"] == "decode" and not r["running"]:
+            continue          # an idle executor waits for requests: no line
+        it += 1
+        ctx = (r["new_seqs"], r["new_tokens"]) if r["kind"] == "prefill" else (0, 0)
+        gen = r["running"]
+        y, mo, d = date.split("-")
+        head = f"[{mo}/{d}/{y}-{hms}] [TRT-LLM] [I] iter = {it}, global_rank = 0, rank = 0, "
+        states = f"{{'num_ctx_requests': {ctx[0]}, 'num_ctx_tokens': {ctx[1]}, 'num_generation_tokens': {gen}"
+        host = rng.uniform(8, 40) + ctx[1] / 100
+        cur = f"currank_total_requests = 0/{fetched}, "
+        if era == "2025a":
+            body = cur + f"elapsed_time = {host / 1000}s, timestamp = {date} {hms}, num_scheduled_requests: {ctx[0] + gen}, "
+        elif era == "2025b":
+            body = (cur + f"host_step_time = {host}ms, prev_device_step_time = {dev}, timestamp = {date} {hms}, "
+                    f"num_scheduled_requests: {ctx[0] + gen}, ")
+        else:
+            body = (f"num_scheduled_requests = {ctx[0] + gen}, adp_dummy_ctx_tokens = 0, adp_dummy_gen_tokens = 0, "
+                    f"kv_cache_util = {r['usage']:.3f}, " + cur + f"host_step_time = {host}ms, prev_device_step_time = "
+                    f"{dev}, timestamp = {date} {hms}, ")
+            states += f", 'cached_kv_tokens': {r.get('cached', 0)}"
+        dev = f"{host * 0.9}ms"
+        yield head + body + "states = " + states + "}"
+
+
 def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str = "mix") -> int:
     """Write about `mb` MB of `engine`'s log to `out`; the bytes written."""
     rng = random.Random(seed)
-    eras = (SG_ERAS if engine == "sglang" else VL_ERAS) if era == "mix" else (era,)
+    eras = {"sglang": SG_ERAS, "trtllm": TR_ERAS}.get(engine, VL_ERAS) if era == "mix" else (era,)
     target = int(mb * 1e6)
     per = target // len(eras)
     srv = Server(rng)
@@ -237,7 +278,8 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
             end = per * (k + 1) if k < len(eras) - 1 else target
             buf: list[str] = []
             size = 0
-            gen = sglang_lines(e, rng, srv, len(eras) > 1) if engine == "sglang" else vllm_lines(e, rng, srv)
+            gen = (sglang_lines(e, rng, srv, len(eras) > 1) if engine == "sglang" else trtllm_lines(e, rng, srv)
+                   if engine == "trtllm" else vllm_lines(e, rng, srv))
             for line in gen:
                 buf.append(line)
                 size += len(line) + 1
@@ -254,11 +296,11 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("engine", choices=("sglang", "vllm"))
+    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm"))
     ap.add_argument("out", type=Path)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",))
+    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS)
     a = ap.parse_args()
     n = generate(a.engine, a.out, a.mb, a.seed, a.era)
     print(f"{a.out}: {n / 1e6:,.1f} MB")

@@ -104,10 +104,13 @@ def batch_timeline(tr: Trace, log_y: bool = False) -> go.Figure:
 
 
 def step_timeline(tr: Trace) -> go.Figure:
-    """vLLM's logged steps, one per Iteration line, against the logged step's place in the log (the
-    log's clock has one-second resolution, finer than the steps, so time cannot be the axis)."""
+    """vLLM's logged steps, one per Iteration line (TensorRT-LLM's, one per iteration line), against
+    the logged step's place in the log (the log's clock has one-second resolution, finer than the
+    steps, so time cannot be the axis)."""
     s = tr.steps
     n = len(s)
+    trt = tr.meta.get("engine") == "trtllm"
+    who = "TensorRT-LLM iteration" if trt else "vLLM step"
     has_kv = n > 0 and bool(np.isfinite(s["kv_usage"].to_numpy(dtype=float)).any())
     rows = 3 if has_kv else 2
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
@@ -115,23 +118,31 @@ def step_timeline(tr: Trace) -> go.Figure:
                         subplot_titles=("Tokens per step: prompt chunks and decodes", "Step time (ms)",
                                         "KV cache usage after the step")[:rows])
     x = s["step"].to_numpy(dtype=float) if n else np.zeros(0)
-    hover = [f"vLLM step {i:,} · {t:,.0f} s · line {ln}{' · ' + str(la) if la else ''}"
+    hover = [f"{who} {i:,} · {t:,.0f} s · line {ln}{' · ' + str(la) if la else ''}"
              for i, t, ln, la in zip(s["iteration"], s["start"], s["line"], s["lane"])] if n else []
     hover = np.array(hover, dtype=object)
     ctx_req = s["context_requests"].to_numpy() if n else np.zeros(0)
-    gen_req = s["generation_requests"].to_numpy() if n else np.zeros(0)
+    # TensorRT-LLM before April 2025 does not say how many generation requests there were
+    gen_req = np.array(["?" if pd.isna(g) else f"{int(g):,}" for g in s["generation_requests"]], dtype=object) \
+        if n else np.zeros(0)
     # stacked areas drawn step by step (a window holds thousands of steps: bars would be thinner than a pixel)
     for col, name, colour, req, what in (("prefill_tokens", "prompt tokens (context requests)", NEW, ctx_req, "prompt"),
-                                         ("decode_tokens", "decode and recomputed tokens (generation requests)", DECODE, gen_req,
+                                         ("decode_tokens", "generation tokens (generation requests)" if trt else
+                                          "decode and recomputed tokens (generation requests)", DECODE, gen_req,
                                           "decode")):
         fig.add_trace(go.Scatter(x=x, y=s[col].to_numpy() if n else [], name=name, mode="lines", stackgroup="tokens",
                                  line={"color": colour, "width": 0.8, "shape": "hv"}, fillcolor=colour,
                                  customdata=req, hovertext=hover,
-                                 hovertemplate=f"%{{y:,}} {what} tokens of %{{customdata:,}} request(s)<br>"
+                                 hovertemplate=f"%{{y:,}} {what} tokens of %{{customdata}} request(s)<br>"
                                                "%{hovertext}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=s["step_ms"].to_numpy(dtype=float) if n else [], name="step time", mode="lines",
+    fig.add_trace(go.Scatter(x=x, y=s["step_ms"].to_numpy(dtype=float) if n else [],
+                             name="step time (host)" if trt else "step time", mode="lines",
                              line={"color": WAITING, "width": 1}, hovertext=hover,
                              hovertemplate="%{y:,.2f} ms<br>%{hovertext}<extra></extra>"), row=2, col=1)
+    if n and "device_ms" in s.columns:   # TensorRT-LLM's GPU time of the step (mid-2025 on)
+        fig.add_trace(go.Scatter(x=x, y=s["device_ms"].to_numpy(dtype=float), name="step time (GPU)", mode="lines",
+                                 line={"color": KV, "width": 1, "dash": "dot"}, hovertext=hover,
+                                 hovertemplate="%{y:,.2f} ms on the GPU<br>%{hovertext}<extra></extra>"), row=2, col=1)
     if has_kv:
         fig.add_trace(go.Scatter(x=x, y=100 * s["kv_usage"].to_numpy(dtype=float), name="KV cache usage", mode="lines",
                                  line={"color": KV, "width": 1}, hovertext=hover,
@@ -226,9 +237,10 @@ def gauges_figure(tr: Trace) -> go.Figure:
 
 def verdict_table(read: dict) -> pd.DataFrame:
     """The reader's verdict, one fact a row (all values as text)."""
-    recs = read["batches"] if read["engine"] == "sglang" else read["stats"]
+    recs = read["stats"] if read["engine"] == "vllm" else read["batches"]
+    what = {"sglang": "batch", "vllm": "stats", "trtllm": "iteration"}.get(read["engine"], "record")
     rows = [("engine", read["engine"]), ("version era", read["era"]),
-            ("records", f"{len(recs):,} {'batch' if read['engine'] == 'sglang' else 'stats'} lines"),
+            ("records", f"{len(recs):,} {what} lines"),
             ("request lines", f"{len(read['requests']):,}"),
             ("lines not understood", f"{read['not_understood']['count']:,}"),
             ("duplicates dropped", f"{read['duplicates']['count']:,}"),
@@ -243,7 +255,7 @@ def verdict_table(read: dict) -> pd.DataFrame:
 
 
 def records_table(read: dict) -> pd.DataFrame:
-    recs = read["batches"] if read["engine"] == "sglang" else read["stats"]
+    recs = read["stats"] if read["engine"] == "vllm" else read["batches"]
     if not recs:
         return pd.DataFrame({"line": pd.Series([], dtype="int64")})
     df = pd.DataFrame([{k: (str(v) if isinstance(v, dict) else v) for k, v in r.items()} for r in recs])

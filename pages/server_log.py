@@ -88,7 +88,7 @@ def views(key: str, window: str, logy: bool, _view) -> dict:
     tr = _view
     out = {"gauges": gauges_figure(tr).to_plotly_json()}
     if len(tr.steps):
-        out["batches"] = (step_timeline(tr) if tr.meta.get("engine") == "vllm" else
+        out["batches"] = (step_timeline(tr) if tr.meta.get("engine") in ("vllm", "trtllm") else
                           batch_timeline(tr, log_y=logy)).to_plotly_json()
     return out
 
@@ -98,7 +98,7 @@ max_mb = int(st.get_option("server.maxUploadSize"))
 with st.sidebar:
     st.header("Log")
     up = st.file_uploader("Upload a server log", key=UPLOAD_KEY,
-                          help=f"An SGLang or vLLM server's log as it printed it (or a llama-server -v log), plain or "
+                          help=f"An SGLang, vLLM or TensorRT-LLM server's log as it printed it (or a llama-server -v log), plain or "
                                f"gzip-compressed, any name; up to {max_mb} MB. The engine is recognised by content.")
     chosen = FOLDER.draw(disabled=up is not None)
     st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_sl_sample", format_func=lambda k: SAMPLES[k][1],
@@ -122,8 +122,9 @@ with st.sidebar:
 SETTINGS.sync_url()
 
 st.title("Server log")
-st.caption("The log your SGLang or vLLM server already writes, read as a scheduler watcher would: SGLang's line per "
-           "prefill batch and per 40 decode steps, vLLM's stats line every 10 s. What the log does not say is "
+st.caption("The log your SGLang, vLLM or TensorRT-LLM server already writes, read as a scheduler watcher would: "
+           "SGLang's line per prefill batch and per 40 decode steps, vLLM's stats line every 10 s, TensorRT-LLM's "
+           "iteration lines. What the log does not say is "
            "shown as unknown, never as idle.")
 
 data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_sl_sample"]][0])
@@ -149,13 +150,13 @@ if ss.get("sl_log_id") != key:   # a new log opens on its own default window, un
     ss["sl_log_id"] = key
     if not SETTINGS.given(WIN.key):
         ss[WIN.key] = None
-recs = read["batches"] if engine == "sglang" else read["stats"]
+recs = read["stats"] if engine == "vllm" else read["batches"]
 st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
 cols = st.columns(5)
 if engine == "vllm" and read["batches"]:   # --enable-logging-iteration-details: a line per step too
     cols[0].metric("Stats / step lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
 else:
-    cols[0].metric("Batch lines" if engine == "sglang" else "Stats lines", fmt(len(recs)))
+    cols[0].metric({"sglang": "Batch lines", "trtllm": "Iteration lines"}.get(engine, "Stats lines"), fmt(len(recs)))
 cols[1].metric("Request lines", fmt(len(read["requests"])))
 cols[2].metric("Lines not understood", fmt(read["not_understood"]["count"]),
                help="Lines that look like the engine's scheduler lines but could not be read (cut, damaged): "
@@ -181,6 +182,12 @@ elif engine == "vllm" and read["batches"]:
                "tokens of the rest, how long the step took as vLLM measured it, and the KV cache's usage after it. "
                "vLLM counts a preempted request's recomputation with the rest (it has output tokens), so a tall "
                "green spike is recomputation, not decoding. Which requests ran, the line does not say.")
+elif engine == "trtllm" and recs:
+    st.subheader("Logged iterations")
+    st.caption("Each executor iteration TensorRT-LLM logged (`print_iter_log`), in the log's order: the prompt "
+               "tokens of its context requests (whole prompts or chunks) and its generation tokens (one per "
+               "generation request, more with draft tokens), the host's time of the loop pass and, where the "
+               "build prints it, the GPU's, and the KV cache's use. Which requests ran, the line does not say.")
 view = WIN.pick(log.trace, key=key, clock="time")
 SETTINGS.sync_url()  # the window is part of the link
 win = view.meta.get("window")
@@ -189,6 +196,7 @@ if "batches" in v:
     st.plotly_chart(from_spec(v["batches"]), key="sl_batches", theme=None, config=CONFIG)
 st.subheader("Running, waiting, KV usage and throughput over time")
 st.caption(("Values as each line printed them; " if engine == "sglang" else
+            "The batch size and KV use each iteration line printed; " if engine == "trtllm" else
             "Running / waiting / KV usage when each stats line was printed; throughputs are averages over the "
             "interval before it; ") + "lines break at the grey unknown spans instead of being drawn across.")
 st.plotly_chart(from_spec(v["gauges"]), key="sl_gauges", theme=None, config=CONFIG)

@@ -125,3 +125,18 @@ def test_a_log_in_the_servers_data_folder_opens_by_its_name_only(monkeypatch, tm
     assert not out.exception and not out.error
     assert any("not in the data folder's listing" in c.value for c in out.sidebar.caption)
     assert out.sidebar.selectbox(key="keep_sl_file").value == ""
+
+
+def test_a_tensorrt_llm_log_shows_its_iterations():
+    """An uploaded TensorRT-LLM log (print_iter_log): each iteration on the steps chart, its batch
+    size and KV use on the gauges, and why it is not re-simulated."""
+    from trtllm_lines import iteration_log
+    at = open_page()
+    upload(at, "trtllm-serve.log", iteration_log(120).encode())
+    assert not at.error
+    assert metric(at, "Iteration lines") == "120" and metric(at, "Lines not understood") == "0"
+    assert any(s.value == "Logged iterations" for s in at.subheader)
+    specs = chart_specs(at)
+    assert specs["sl_batches"]["layout"]["meta"]["steps"] == 120
+    assert {"running", "kv_usage"} <= set(specs["sl_gauges"]["layout"]["meta"]["gauges"])
+    assert any("names no request" in i.value for i in at.info)

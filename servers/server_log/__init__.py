@@ -1,7 +1,7 @@
-"""Read the log an LLM server already writes (SGLang, vLLM or llama-server), whatever its name,
-plain or gzip: which engine wrote it (detect.py), one record per scheduler line (the engine's
-reader: servers.sglang_log, servers.vllm_log; llama-server's goes to servers.llama_server), and
-the one Trace (build.py).
+"""Read the log an LLM server already writes (SGLang, vLLM, TensorRT-LLM or llama-server), whatever
+its name, plain or gzip: which engine wrote it (detect.py), one record per scheduler line (the
+engine's reader: servers.sglang_log, servers.vllm_log, servers.trtllm_log; llama-server's goes to
+servers.llama_server), and the one Trace (build.py).
 
     log = read_log("server.log")            # path or bytes; ValueError (one plain line) if it is no such log
     log.read.to_json()                       # the CLI's JSON (`python -m sim log FILE --json`)
@@ -62,12 +62,14 @@ def read_log(src, name: str = "", engine: str | None = None, progress=None) -> S
     verdict = detect(src)
     which = engine or verdict.engine
     if not which:
-        raise ValueError(f"Not an SGLang, vLLM or llama-server log: {verdict.reason}.")
+        raise ValueError(f"Not an SGLang, vLLM, TensorRT-LLM or llama-server log: {verdict.reason}.")
     if which == "llama-server":
         return _llama(src, name, verdict, progress)
     from .build import to_trace
     if which == "sglang":   # read_sglang_log / read_vllm_log, with the progress callback
         from servers.sglang_log.reader import SGLangLogReader as Reader
+    elif which == "trtllm":
+        from servers.trtllm_log.reader import TRTLLMLogReader as Reader
     else:
         from servers.vllm_log.reader import VLLMLogReader as Reader
     read = Reader(name).read(src, progress=progress)

@@ -1,4 +1,4 @@
-"""A LogRead (SGLang or vLLM) as the one Trace, honestly:
+"""A LogRead (SGLang, vLLM or TensorRT-LLM) as the one Trace, honestly:
 
 - steps: one per logged SGLang batch line, on the log's clock (seconds from its first record;
   `start` the line's time, `end` unknown: the log does not say how long a batch took). Prefill:
@@ -11,7 +11,10 @@
   `running` = the requests in the step (context + generation); `waiting` is not logged per step
   (0). Extra columns: kind ("iteration"), lane (the engine), iteration (vLLM's step number),
   context_requests, generation_requests, step_ms (the step's elapsed time as vLLM measured it),
-  kv_usage (0.26 on; NaN before), dummy, line.
+  kv_usage (0.26 on; NaN before), dummy, line. TensorRT-LLM: one step per iteration line
+  (`print_iter_log`), the same columns (context tokens, generation tokens; `iteration` its
+  `iter`; `step_ms` its host_step_time or elapsed_time; `kv_usage` its kv_cache_util), plus
+  `device_ms` and `cached_tokens` where the build prints them (see _iteration_steps).
 - counters: the gauges over time, one row per (record, gauge) with the gauge's name in `tenant`
   and extra columns `time` (s) and `lane`: running, waiting, kv_usage (and for vLLM swapped,
   prefix_cache_hit_rate, prompt/generation throughput, preemptions; for SGLang throughput and
@@ -31,8 +34,9 @@ from sim.trace import Trace, empty_table, table_from_columns
 
 from .fields import INT_MAX
 
-SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log"}
+SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log"}
 SG_GAUGES = ("running", "waiting", "kv_usage", "throughput", "cached_tokens")
+TR_GAUGES = ("running", "kv_usage")
 VL_GAUGES = ("running", "waiting", "kv_usage", "swapped", "prefix_cache_hit_rate", "prompt_throughput",
              "generation_throughput", "preemptions")
 
@@ -79,27 +83,52 @@ def _steps(batches: list[dict]) -> pd.DataFrame:
 
 
 def _iteration_steps(batches: list[dict]) -> pd.DataFrame:
-    """vLLM's Iteration lines as steps, in the log's order."""
+    """vLLM's Iteration lines or TensorRT-LLM's iteration lines as steps, in the log's order.
+    TensorRT-LLM: generation requests are the batch's size less its context requests where the
+    line gives the size (num_scheduled_requests), else unknown (NA; `num_seqs` then counts the
+    generation tokens, one per request without draft tokens); `arrived` is the rise of the
+    fetched-requests count since the lane's line before; `device_ms` the GPU's time of the step."""
     n = len(batches)
     ctx = [b["context_tokens"] for b in batches]
     gen = [b["generation_tokens"] for b in batches]
-    seqs = [b["context_requests"] + b["generation_requests"] for b in batches]
+    gen_req = [b.get("generation_requests") for b in batches]
+    seqs = [b["context_requests"] + (g if g is not None else t) for b, g, t in zip(batches, gen_req, gen)]
     cols = {
         "step": np.arange(n, dtype=np.int64), "start": [_num(b["t"]) for b in batches], "end": [math.nan] * n,
         "num_tokens": [a + d for a, d in zip(ctx, gen)], "prefill_tokens": ctx, "decode_tokens": gen,
         "recompute_tokens": [0] * n, "num_seqs": seqs, "running": seqs, "waiting": [0] * n, "preempted": [0] * n,
-        "finished": [0] * n, "arrived": [0] * n, "idle": [False] * n, "swap_bytes": [0.0] * n,
+        "finished": [0] * n, "arrived": _arrivals(batches), "idle": [False] * n, "swap_bytes": [0.0] * n,
         "kind": pd.Series(["iteration"] * n, dtype=object),
         "lane": pd.Series([b["lane"] for b in batches], dtype=object),
         "iteration": np.array([b["iteration"] for b in batches], dtype=np.int64),
         "context_requests": np.array([b["context_requests"] for b in batches], dtype=np.int64),
-        "generation_requests": np.array([b["generation_requests"] for b in batches], dtype=np.int64),
-        "step_ms": [float(b["elapsed_ms"]) for b in batches],
+        "generation_requests": (np.array(gen_req, dtype=np.int64) if None not in gen_req
+                                else pd.array(gen_req, dtype="Int64")),
+        "step_ms": [_num(b.get("elapsed_ms")) for b in batches],
         "kv_usage": [_num(b.get("kv_usage")) for b in batches],
         "dummy": np.array([bool(b.get("dummy")) for b in batches], dtype=bool),
         "line": np.array([b["line"] for b in batches], dtype=np.int64),
     }
+    if any("device_ms" in b for b in batches):
+        cols["device_ms"] = [_num(b.get("device_ms")) for b in batches]
+    if any("cached_tokens" in b for b in batches):
+        cols["cached_tokens"] = pd.array([_count(b.get("cached_tokens")) for b in batches], dtype="Int64")
     return table_from_columns("steps", cols)
+
+
+def _arrivals(batches: list[dict]) -> list[int]:
+    """Requests new in each step: the rise of TensorRT-LLM's fetched count (this rank's under
+    attention DP, where it counts; else all ranks') since the lane's line before; 0 elsewhere."""
+    out, last = [], {}
+    own = {b["lane"] for b in batches if b.get("fetched_rank")}
+    for b in batches:
+        key = "fetched_rank" if b["lane"] in own else "fetched_total"
+        v = b.get(key)
+        before = last.get(b["lane"])
+        out.append(v - before if v is not None and before is not None and v >= before else 0)
+        if v is not None:
+            last[b["lane"]] = v
+    return out
 
 
 def _counters(records: list[dict], gauges: tuple[str, ...], lane_key: str) -> pd.DataFrame:
@@ -195,6 +224,11 @@ def to_trace(read) -> Trace:
     if read.engine == "sglang":
         steps = _steps(read.batches)
         counters = _counters(read.batches, SG_GAUGES, "lane")
+    elif read.engine == "trtllm":   # a step per iteration line; the gauges are its running and KV use
+        steps = _iteration_steps(read.batches) if read.batches else empty_table("steps")
+        counters = _counters([{**b, "running": b["context_requests"] + b["generation_requests"]}
+                              if b.get("generation_requests") is not None else b for b in read.batches],
+                             TR_GAUGES, "lane")
     else:
         steps = _iteration_steps(read.batches) if read.batches else empty_table("steps")
         counters = _counters(read.stats, VL_GAUGES, "engine")
