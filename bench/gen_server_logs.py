@@ -4,6 +4,7 @@
     .venv/bin/python bench/gen_server_logs.py sglang OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py vllm OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py trtllm OUT.log [--mb 100] [--seed 1] [--era mix]
+    .venv/bin/python bench/gen_server_logs.py tgi OUT.log [--mb 100] [--seed 1] [--era mix]
 
 The lines come from a small seeded model of a busy server (Poisson arrivals, a queue, a running
 batch that prefills and decodes), so the numbers in them hang together (running and queued
@@ -28,6 +29,10 @@ an `Iteration(N): ...` line per step as `--enable-logging-iteration-details` pri
 TensorRT-LLM (`trtllm`): the PyTorch executor's iteration line per step (`print_iter_log`), eras
 `2025a` (elapsed_time, num_scheduled_requests:), `2025b` (host_step_time, prev_device_step_time),
 `2026` (num_scheduled_requests =, kv_cache_util, cached_kv_tokens); `mix`: a third each.
+
+text-generation-inference (`tgi`): the router's `Success` line per request (Poisson arrivals,
+queue and inference times, the tokens they imply), in the order the requests end; eras `text`
+and `json` (`--json-output`); `mix`: half each.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ from pathlib import Path
 SG_ERAS = ("legacy", "2024", "period", "comma")
 VL_ERAS = ("v0", "v1", "v1engine")
 TR_ERAS = ("2025a", "2025b", "2026")
+TG_ERAS = ("text", "json")
 DAY0 = (2025, 3, 14)
 
 
@@ -265,10 +271,50 @@ def trtllm_lines(era: str, rng: random.Random, srv: Server):
         yield head + body + "states = " + states + "}"
 
 
+def tgi_lines(era: str, rng: random.Random, srv: Server):
+    """TGI's Success lines of `era`, for ever, each when its request ends (a heap of ends)."""
+    import heapq
+    import json
+    t = srv.t
+    pending: list[tuple[float, int, str]] = []
+    n = 0
+    params = ("GenerateParameters {{ best_of: None, temperature: None, do_sample: false, max_new_tokens: Some({m}), "
+              "stop: [], truncate: None, seed: None, top_n_tokens: None, grammar: None, adapter_id: None }}")
+
+    def dur(ms: float) -> str:
+        return f"{ms / 1e3:.9f}s" if ms >= 1e3 else f"{ms:.6f}ms" if ms >= 1 else f"{ms * 1e3:.3f}µs"
+    while True:
+        t += rng.expovariate(srv.rate * 4)
+        tokens = rng.randint(8, 600)
+        val, queue, tpt = rng.uniform(0.3, 3.0), rng.expovariate(1 / 40.0), rng.uniform(12.0, 40.0)
+        inf = tokens * tpt
+        total = val + queue + inf
+        route = rng.choice(("generate", "generate_stream", "chat_completions"))
+        end = t + total / 1e3
+        s = int(end) + 8 * 3600
+        hms = f"{s // 3600 % 24:02d}:{s // 60 % 60:02d}:{s % 60:02d}.{int(end % 1 * 1e6):06d}"
+        stamp = f"2025-03-{14 + s // 86400:02d}T{hms}Z"
+        times = {"total_time": dur(total), "validation_time": dur(val), "queue_time": dur(queue),
+                 "inference_time": dur(inf), "time_per_token": dur(tpt), "seed": "None"}
+        if era == "json":
+            line = json.dumps({"timestamp": stamp, "level": "INFO", "message": "Success",
+                               "target": "text_generation_router::server", "filename": "router/src/server.rs",
+                               "line_number": 432, "span": {**times, "name": route}, "spans": [{"name": route}]},
+                              ensure_ascii=False)
+        else:
+            p = "" if route == "chat_completions" else f"parameters={params.format(m=tokens + 64)} "
+            line = (f"{stamp}  INFO {route}{{{p}" + " ".join(f'{k}="{v}"' for k, v in times.items())
+                    + "}: text_generation_router::server: router/src/server.rs:432: Success")
+        heapq.heappush(pending, (end, n, line))
+        n += 1
+        while pending and pending[0][0] <= t:
+            yield heapq.heappop(pending)[2]
+
+
 def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str = "mix") -> int:
     """Write about `mb` MB of `engine`'s log to `out`; the bytes written."""
     rng = random.Random(seed)
-    eras = {"sglang": SG_ERAS, "trtllm": TR_ERAS}.get(engine, VL_ERAS) if era == "mix" else (era,)
+    eras = {"sglang": SG_ERAS, "trtllm": TR_ERAS, "tgi": TG_ERAS}.get(engine, VL_ERAS) if era == "mix" else (era,)
     target = int(mb * 1e6)
     per = target // len(eras)
     srv = Server(rng)
@@ -279,7 +325,7 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
             buf: list[str] = []
             size = 0
             gen = (sglang_lines(e, rng, srv, len(eras) > 1) if engine == "sglang" else trtllm_lines(e, rng, srv)
-                   if engine == "trtllm" else vllm_lines(e, rng, srv))
+                   if engine == "trtllm" else tgi_lines(e, rng, srv) if engine == "tgi" else vllm_lines(e, rng, srv))
             for line in gen:
                 buf.append(line)
                 size += len(line) + 1
@@ -296,11 +342,11 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm"))
+    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm", "tgi"))
     ap.add_argument("out", type=Path)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS)
+    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS + TG_ERAS)
     a = ap.parse_args()
     n = generate(a.engine, a.out, a.mb, a.seed, a.era)
     print(f"{a.out}: {n / 1e6:,.1f} MB")

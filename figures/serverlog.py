@@ -7,6 +7,8 @@
 - step_timeline: every vLLM step an Iteration line logged (`--enable-logging-iteration-details`),
   in the log's order: its prompt-chunk (context) and decode tokens stacked (areas drawn step by
   step), its elapsed time, and the KV pool's usage after it.
+- request_timeline: every request a TGI log ended (its `Success` line), at its arrival: the time
+  it waited for its first batch and the time from there to its end, as the router measured them.
 - gauges_figure: running / waiting, KV usage (and the prefix-cache hit rate), throughput over
   time, one line per lane (DP rank, vLLM engine); lines break at unknown spans, not drawn across.
 - verdict_table, records_table: the reader's verdict and its records as tables.
@@ -156,6 +158,34 @@ def step_timeline(tr: Trace) -> go.Figure:
         legend_traceorder="normal")
 
 
+def request_timeline(tr: Trace) -> go.Figure:
+    """Each request's queue time and inference time (ms, log scale) against its arrival, from a
+    log that times every request (TGI); thinned evenly past MAX_POINTS requests."""
+    rq = tr.requests
+    n = len(rq)
+    arrive = rq["arrival_time"].to_numpy(dtype=float) if n else np.zeros(0)
+    first = rq["first_scheduled_time"].to_numpy(dtype=float) if n else np.zeros(0)
+    end = rq["finish_time"].to_numpy(dtype=float) if n else np.zeros(0)
+    k = max(1, math.ceil(n / MAX_POINTS))
+    idx = np.arange(0, n, k)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=("Queue time: arrival to the first batch (ms)",
+                                        "Inference time: first batch to the end (ms)"))
+    out = rq["output_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if n else np.zeros(0)
+    label = plotly_text(np.array([f"{r} · {o:,.0f} tokens" if np.isfinite(o) else str(r)
+                                  for r, o in zip(rq["request"].astype(str).to_numpy()[idx], out[idx])], dtype=object))
+    for row, y, colour, name in ((1, 1e3 * (first - arrive), WAITING, "queue time"),
+                                 (2, 1e3 * (end - first), DECODE, "inference time")):
+        fig.add_trace(go.Scattergl(x=arrive[idx], y=np.maximum(y[idx], 1e-3), mode="markers", name=name,
+                                   marker={"color": colour, "size": 4, "opacity": 0.6}, hovertext=label,
+                                   hovertemplate="%{y:,.3~f} ms<br>%{hovertext}<extra>" + name + "</extra>"),
+                      row=row, col=1)
+        fig.update_yaxes(type="log", title_text="ms", row=row, col=1)
+    _shade(fig, tr.unknown_spans, 2)
+    fig.update_layout(meta={"requests": int(n), "drawn": int(len(idx))})
+    return _layout(fig, 480, "arrival on the log's clock (s)", 2)
+
+
 def _series(c: pd.DataFrame, name: str, lane: str):
     sel = c[(c["tenant"].to_numpy() == name) & (c["lane"].to_numpy() == lane)]
     return sel["time"].to_numpy(dtype=float), sel["value"].to_numpy(dtype=float)
@@ -237,8 +267,8 @@ def gauges_figure(tr: Trace) -> go.Figure:
 
 def verdict_table(read: dict) -> pd.DataFrame:
     """The reader's verdict, one fact a row (all values as text)."""
-    recs = read["stats"] if read["engine"] == "vllm" else read["batches"]
-    what = {"sglang": "batch", "vllm": "stats", "trtllm": "iteration"}.get(read["engine"], "record")
+    recs = _records(read)
+    what = {"sglang": "batch", "vllm": "stats", "trtllm": "iteration", "tgi": "request"}.get(read["engine"], "record")
     rows = [("engine", read["engine"]), ("version era", read["era"]),
             ("records", f"{len(recs):,} {what} lines"),
             ("request lines", f"{len(read['requests']):,}"),
@@ -254,8 +284,13 @@ def verdict_table(read: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["what", "value"]).astype(str)
 
 
+def _records(read: dict) -> list:
+    """The engine's own records: vLLM's stats lines, TGI's request lines, the others' batch lines."""
+    return read["stats"] if read["engine"] == "vllm" else read["requests"] if read["engine"] == "tgi" else read["batches"]
+
+
 def records_table(read: dict) -> pd.DataFrame:
-    recs = read["stats"] if read["engine"] == "vllm" else read["batches"]
+    recs = _records(read)
     if not recs:
         return pd.DataFrame({"line": pd.Series([], dtype="int64")})
     df = pd.DataFrame([{k: (str(v) if isinstance(v, dict) else v) for k, v in r.items()} for r in recs])

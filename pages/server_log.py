@@ -15,7 +15,7 @@ from pathlib import Path
 import streamlit as st
 
 from figures.animate import from_spec
-from figures.serverlog import (CONFIG, batch_timeline, gauges_figure, records_table, resim_figure,
+from figures.serverlog import (CONFIG, batch_timeline, gauges_figure, records_table, request_timeline, resim_figure,
                                resim_settings_table, step_timeline, verdict_table)
 from servers.server_log import LABELS, ServerLog, read_log
 from servers.server_log.resim import resimulate
@@ -87,7 +87,9 @@ def views(key: str, window: str, logy: bool, _view) -> dict:
     """The charts of the window shown (all of a short log), once per (log, window, view)."""
     tr = _view
     out = {"gauges": gauges_figure(tr).to_plotly_json()}
-    if len(tr.steps):
+    if tr.meta.get("engine") == "tgi" and len(tr.requests):
+        out["batches"] = request_timeline(tr).to_plotly_json()
+    elif len(tr.steps):
         out["batches"] = (step_timeline(tr) if tr.meta.get("engine") in ("vllm", "trtllm") else
                           batch_timeline(tr, log_y=logy)).to_plotly_json()
     return out
@@ -98,7 +100,8 @@ max_mb = int(st.get_option("server.maxUploadSize"))
 with st.sidebar:
     st.header("Log")
     up = st.file_uploader("Upload a server log", key=UPLOAD_KEY,
-                          help=f"An SGLang, vLLM or TensorRT-LLM server's log as it printed it (or a llama-server -v log), plain or "
+                          help=f"An SGLang, vLLM, TensorRT-LLM or text-generation-inference server's log as it printed it (or a "
+                               f"llama-server -v log), plain or "
                                f"gzip-compressed, any name; up to {max_mb} MB. The engine is recognised by content.")
     chosen = FOLDER.draw(disabled=up is not None)
     st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_sl_sample", format_func=lambda k: SAMPLES[k][1],
@@ -122,9 +125,9 @@ with st.sidebar:
 SETTINGS.sync_url()
 
 st.title("Server log")
-st.caption("The log your SGLang, vLLM or TensorRT-LLM server already writes, read as a scheduler watcher would: "
-           "SGLang's line per prefill batch and per 40 decode steps, vLLM's stats line every 10 s, TensorRT-LLM's "
-           "iteration lines. What the log does not say is "
+st.caption("The log your SGLang, vLLM, TensorRT-LLM or text-generation-inference server already writes, read as a "
+           "scheduler watcher would: SGLang's line per prefill batch and per 40 decode steps, vLLM's stats line every "
+           "10 s, TensorRT-LLM's iteration lines, TGI's line per request. What the log does not say is "
            "shown as unknown, never as idle.")
 
 data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_sl_sample"]][0])
@@ -155,6 +158,10 @@ st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · **{LABELS[engine]}** 
 cols = st.columns(5)
 if engine == "vllm" and read["batches"]:   # --enable-logging-iteration-details: a line per step too
     cols[0].metric("Stats / step lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
+elif engine == "tgi":   # no batch lines: a line per request ended
+    cols[0].metric("Request errors", fmt(read["errors"]["count"]),
+                   help="Errors inside a request's span; refused for load (no permits, overloaded): "
+                        f"{read['errors']['rejected']:,}.")
 else:
     cols[0].metric({"sglang": "Batch lines", "trtllm": "Iteration lines"}.get(engine, "Stats lines"), fmt(len(recs)))
 cols[1].metric("Request lines", fmt(len(read["requests"])))
@@ -182,6 +189,11 @@ elif engine == "vllm" and read["batches"]:
                "tokens of the rest, how long the step took as vLLM measured it, and the KV cache's usage after it. "
                "vLLM counts a preempted request's recomputation with the rest (it has output tokens), so a tall "
                "green spike is recomputation, not decoding. Which requests ran, the line does not say.")
+elif engine == "tgi" and read["requests"]:
+    st.subheader("Logged requests")
+    st.caption("Each request the router ended (its `Success` line), at its arrival (the line's time less its total "
+               "time): how long it waited for its first batch and how long it then took, as TGI measured them. TGI "
+               "logs no batch: running and waiting below are rebuilt from these times, of the logged requests only.")
 elif engine == "trtllm" and recs:
     st.subheader("Logged iterations")
     st.caption("Each executor iteration TensorRT-LLM logged (`print_iter_log`), in the log's order: the prompt "
@@ -197,6 +209,8 @@ if "batches" in v:
 st.subheader("Running, waiting, KV usage and throughput over time")
 st.caption(("Values as each line printed them; " if engine == "sglang" else
             "The batch size and KV use each iteration line printed; " if engine == "trtllm" else
+            "Requests waiting for their first batch and in a batch, rebuilt from each logged request's times; "
+            if engine == "tgi" else
             "Running / waiting / KV usage when each stats line was printed; throughputs are averages over the "
             "interval before it; ") + "lines break at the grey unknown spans instead of being drawn across.")
 st.plotly_chart(from_spec(v["gauges"]), key="sl_gauges", theme=None, config=CONFIG)
@@ -240,7 +254,7 @@ with right:
 
 st.subheader("Records")
 st.dataframe(records_table(read), hide_index=True, key="sl_records")
-if read["requests"]:
+if read["requests"] and engine != "tgi":   # TGI's records are its request lines
     with st.expander(f"{len(read['requests']):,} request line(s)"):
         st.dataframe(records_table({"engine": "sglang", "batches": read["requests"]}), hide_index=True,
                      key="sl_requests")

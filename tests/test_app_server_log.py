@@ -140,3 +140,20 @@ def test_a_tensorrt_llm_log_shows_its_iterations():
     assert specs["sl_batches"]["layout"]["meta"]["steps"] == 120
     assert {"running", "kv_usage"} <= set(specs["sl_gauges"]["layout"]["meta"]["gauges"])
     assert any("names no request" in i.value for i in at.info)
+
+
+def test_a_tgi_log_shows_its_requests_and_the_rebuilt_gauges():
+    """An uploaded text-generation-inference log: each request's queue and inference time at its
+    arrival, running and waiting rebuilt from them, errors counted, no re-simulation."""
+    from tgi_lines import success
+    lines = [success(0.5 + i * 0.25, total=300.0 + 40 * (i % 7), validation=1.0, queue=5.0 * (i % 5), tokens=8 + i % 9)
+             for i in range(60)]
+    at = open_page()
+    upload(at, "tgi.log", ("\n".join(lines) + "\n").encode())
+    assert not at.error
+    assert metric(at, "Request lines") == "60" and metric(at, "Request errors") == "0"
+    assert any(s.value == "Logged requests" for s in at.subheader)
+    specs = chart_specs(at)
+    assert specs["sl_batches"]["layout"]["meta"]["requests"] == 60
+    assert {"running", "waiting"} <= set(specs["sl_gauges"]["layout"]["meta"]["gauges"])
+    assert any("Not re-simulated" in i.value for i in at.info)

@@ -1,4 +1,4 @@
-"""A LogRead (SGLang, vLLM or TensorRT-LLM) as the one Trace, honestly:
+"""A LogRead (SGLang, vLLM, TensorRT-LLM or text-generation-inference) as the one Trace, honestly:
 
 - steps: one per logged SGLang batch line, on the log's clock (seconds from its first record;
   `start` the line's time, `end` unknown: the log does not say how long a batch took). Prefill:
@@ -21,6 +21,8 @@
   cached_tokens). meta["counters_kind"] = "gauges" says so.
 - requests / events: the request lines (arrival from received / added / receive lines, finish from
   finish lines; nothing else is invented).
+- TGI: no steps (it logs no batch); a request per `Success` line with its arrival, first batch
+  and end from the router's own times, and running / waiting rebuilt from them (see _tgi).
 - meta["unknown_spans"]: the silences between logged lines (Trace.unknown_spans): unknown, not idle.
 """
 from __future__ import annotations
@@ -34,7 +36,7 @@ from sim.trace import Trace, empty_table, table_from_columns
 
 from .fields import INT_MAX
 
-SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log"}
+SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log", "tgi": "tgi-log"}
 SG_GAUGES = ("running", "waiting", "kv_usage", "throughput", "cached_tokens")
 TR_GAUGES = ("running", "kv_usage")
 VL_GAUGES = ("running", "waiting", "kv_usage", "swapped", "prefix_cache_hit_rate", "prompt_throughput",
@@ -219,6 +221,63 @@ def _requests(reqs: list[dict], retractions=()) -> tuple[pd.DataFrame, pd.DataFr
     return requests, events
 
 
+def _tgi(read) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """TGI's request lines as requests (arrival = the line's time less total_time; first batch =
+    arrival + validation + queue; end = the line's time), events (arrive, schedule, finish; each
+    error: reject when the router refused it for load, else cancel, with its message), and the
+    running / waiting gauges those times imply (requests past validation and not yet in a batch;
+    in a batch and not ended), at each change: of the logged requests only."""
+    ok = [q for q in read.requests if q["kind"] == "success" and q.get("t") is not None and "total_ms" in q]
+    n = len(ok)
+    end = np.array([q["t"] for q in ok], dtype=float)
+    arrive = end - np.array([q["total_ms"] for q in ok], dtype=float) / 1e3
+    queued = arrive + np.array([q["validation_ms"] for q in ok], dtype=float) / 1e3
+    batch = queued + np.array([q["queue_ms"] for q in ok], dtype=float) / 1e3
+    batch = np.minimum(batch, end)
+    ids = [q["request"] for q in ok]
+    requests = table_from_columns("requests", {
+        "request": ids, "tenant": [""] * n, "priority": [0] * n, "prompt_len": [math.nan] * n,
+        "max_tokens": pd.array([q.get("max_new_tokens") for q in ok], dtype="Int64"),
+        "arrival_time": arrive, "first_scheduled_time": batch, "finish_time": end,
+        "output_tokens": pd.array([q.get("output_tokens") for q in ok], dtype="Int64"),
+        "cached_tokens": [math.nan] * n, "preemptions": [0] * n, "recomputed_tokens": [0] * n,
+        "rejected": [False] * n, "finish_reason": [q.get("route", "") for q in ok],
+    }) if n else empty_table("requests")
+    ev_t = [*arrive, *batch, *end]
+    ev_r = ids * 3
+    ev_k = ["arrive"] * n + ["schedule"] * n + ["finish"] * n
+    ev_d = ["arrived (the line's time less total_time)"] * n + ["first batch (after validation and queue)"] * n \
+        + [f"ended ({q.get('route', '')})" for q in ok]
+    for q in read.requests:
+        if q["kind"] == "error":
+            ev_t.append(_num(q.get("t")))
+            ev_r.append(q["request"])
+            ev_k.append("reject" if q.get("rejected") else "cancel")
+            ev_d.append(f"{q.get('route', '')}: {q.get('message', '')}"[:200])
+    order = np.argsort(np.array(ev_t, dtype=float), kind="stable")
+    events = table_from_columns("events", {
+        "step": [-1] * len(ev_t), "time": np.array(ev_t, dtype=float)[order],
+        "request": [ev_r[i] for i in order], "kind": [ev_k[i] for i in order], "detail": [ev_d[i] for i in order],
+    }) if ev_t else empty_table("events")
+    rows = []
+    for name, a, b in (("waiting", queued, batch), ("running", batch, end)):
+        times = np.concatenate([a, b])
+        delta = np.concatenate([np.ones(n), -np.ones(n)])
+        o = np.lexsort((delta, times))            # at one instant, leaving before coming
+        level = np.cumsum(delta[o])
+        t = times[o]
+        last = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, dtype=bool)   # the level after each instant
+        rows.append((name, t[last], level[last]))
+    counters = table_from_columns("counters", {
+        "step": np.concatenate([np.arange(len(t)) for _, t, _ in rows]).astype(np.int64),
+        "tenant": np.concatenate([np.full(len(t), nm, dtype=object) for nm, t, _ in rows]),
+        "value": np.concatenate([v for _, _, v in rows]).astype(float),
+        "time": np.concatenate([t for _, t, _ in rows]).astype(float),
+        "lane": pd.Series([""] * sum(len(t) for _, t, _ in rows), dtype=object),
+    }) if n else empty_table("counters")
+    return requests, events, counters
+
+
 def to_trace(read) -> Trace:
     """The Trace of a LogRead (servers.sglang_log / servers.vllm_log)."""
     if read.engine == "sglang":
@@ -229,10 +288,14 @@ def to_trace(read) -> Trace:
         counters = _counters([{**b, "running": b["context_requests"] + b["generation_requests"]}
                               if b.get("generation_requests") is not None else b for b in read.batches],
                              TR_GAUGES, "lane")
+    elif read.engine == "tgi":    # no batch logged: requests, and the gauges their own times imply
+        steps = empty_table("steps")
+        requests, events, counters = _tgi(read)
     else:
         steps = _iteration_steps(read.batches) if read.batches else empty_table("steps")
         counters = _counters(read.stats, VL_GAUGES, "engine")
-    requests, events = _requests(read.requests, read.extra.get("retractions") or ())
+    if read.engine != "tgi":
+        requests, events = _requests(read.requests, read.extra.get("retractions") or ())
     meta = {"source": SOURCES.get(read.engine, "server-log"), "time_unit": "s", "engine": read.engine,
             "era": read.era, "traits": list(read.traits), "clock": read.clock, "time_origin": read.time_origin,
             "file": read.name, "lanes": list(read.lanes), "counters_kind": "gauges",

@@ -4,7 +4,9 @@ each engine's own lines, and the engine with the most wins.
 - SGLang: `Prefill batch` / `Decode batch` / `new fill batch` lines, bare `#running-req: N, #token:`;
 - vLLM: its logging prefix `INFO MM-DD HH:MM:SS [file.py:N]` (or `file.py:N]`), stats lines, Iteration lines;
 - llama-server: the scheduler's `slot ` / `srv  ` / `que  ` lines, `llama_` / `print_timings` / `build:`;
-- TensorRT-LLM: its loggers' `[TRT-LLM]` / `[TensorRT-LLM]` tags, its iteration lines.
+- TensorRT-LLM: its loggers' `[TRT-LLM]` / `[TensorRT-LLM]` tags, its iteration lines;
+- text-generation-inference: its targets (`text_generation_router`, `text_generation_launcher`),
+  its request lines' times (`total_time="..."`).
 """
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ from sim.limits import archive_kind, unpack_it
 
 from .text import HEAD_BYTES, read_head
 
-ENGINES = ("sglang", "vllm", "llama-server", "trtllm")
-LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server", "trtllm": "TensorRT-LLM"}
+ENGINES = ("sglang", "vllm", "llama-server", "trtllm", "tgi")
+LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server", "trtllm": "TensorRT-LLM",
+          "tgi": "text-generation-inference"}
 _SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)(?: \[\d{1,15}\])?[.,] "   # ` [N]`: 0.5.2x's iteration
                      r"|#running-req: \d+, #token: \d+")
 _VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
@@ -26,6 +29,7 @@ _LLAMA = re.compile(r"(?:^|\s)(?:slot +\w+: id +\d+|srv +\w+: |que +\w+: )|\blla
 
 _TRTLLM = re.compile(r"\[TRT-LLM\]|\[TensorRT-LLM\]|\biter = \d+, global_rank = \d+, rank = \d+, "
                      r"|\blibtensorrtllm\.cc:\d+\] |\"Iteration Counter\":\d")
+_TGI = re.compile(r"text_generation_(?:router|launcher|server)|\btotal_time=\"[\d.]+(?:s|ms|µs|ns)\"")
 _VLLM_WORDS = ("INFO", "DEBUG", "WARNING", "ERROR", "Avg prompt throughput: ", "Iteration(")
 _LLAMA_WORDS = ("slot ", "srv ", "que ", "llama_", "print_timings: ", "build: ", "update_slots: ")
 
@@ -55,6 +59,8 @@ def detect_text(head: bytes) -> Verdict:
         if ("TRT-LLM" in line or "TensorRT-LLM" in line or "iter = " in line or "tensorrtllm" in line
                 or "Iteration Counter" in line) and _TRTLLM.search(line):
             counts["trtllm"] += 3 if "iter = " in line or "Iteration Counter" in line else 1
+        if ("text_generation" in line or "total_time=" in line) and _TGI.search(line):
+            counts["tgi"] += 3 if "Success" in line else 1
     sample = head[:65536]
     ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32) if sample else 0
     binary = bool(sample) and (nul > 0.01 * len(sample) or ctrl > 0.1 * len(sample))

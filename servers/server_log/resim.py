@@ -435,9 +435,12 @@ def implied_workload(read, max_requests: int = MAX_REQUESTS) -> Implied:
     elif read.engine == "sglang":
         imp = _sglang(read)
     else:
-        return Implied(read.engine, why=("a TensorRT-LLM log names no request (no arrival, prompt or output length), "
-                                         "so it implies no workload to simulate" if read.engine == "trtllm" else
-                                         f"re-simulation reads SGLang and vLLM logs (this is {read.engine}'s)"))
+        return Implied(read.engine, why=(
+            "a TensorRT-LLM log names no request (no arrival, prompt or output length), so it implies no workload to "
+            "simulate" if read.engine == "trtllm" else
+            "a text-generation-inference log times each request but gives no prompt length, so it implies no workload "
+            "to simulate" if read.engine == "tgi" else
+            f"re-simulation reads SGLang and vLLM logs (this is {read.engine}'s)"))
     w = imp.workload
     if w is not None:
         n = len(w.requests)

@@ -28,7 +28,8 @@ from typing import Callable
 MAX_BYTES = 512 << 20        # unzipped text read at most (a 1 GiB bomb stops here)
 MAX_LINE = 64 << 10          # a physical line's characters kept
 HEAD_BYTES = 4 << 20         # what the detector looks at
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>78]|\[\d{1,3}(?:;\d{1,3}){0,4}m")
+# the codes, and their residue where a paste lost the escape byte (or CloudWatch wrote it as `#033`)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>78]|(?:#033)?\[\d{1,3}(?:;\d{1,3}){0,4}m")
 
 
 @dataclass
