@@ -8,7 +8,8 @@ Makes (once, seeded: bench/gen_server_logs.py, every era of each engine in one f
 and every request's lines) and DIR/vllm-steps.log (the same, mid-2025 form only, with an
 `Iteration(N):` line per step: `--enable-logging-iteration-details`) and DIR/trtllm.log (an
 iteration line per executor step, `print_iter_log`, three eras) and DIR/tgi.log (a router
-`Success` line per request, text and JSON), then times, each in its own
+`Success` line per request, text and JSON) and DIR/lmdeploy.log (the PyTorch engine at DEBUG: a
+forward line per step, request lines, stats), then times, each in its own
 process (wall, CPU = user + system, peak RSS from wait4), alternating, the fastest of --repeat
 kept:
 - grep:   `grep -c PATTERN FILE` (the engine's record lines: `batch[.,] |#running-req: ` /
@@ -39,7 +40,8 @@ PY = sys.executable
 PATTERNS = {"sglang": r"batch[.,] \|#running-req: ", "vllm": "Avg prompt throughput",
             "vllm-steps": r"Avg prompt throughput\|Iteration(",   # vLLM with an Iteration line per step
             "trtllm": "iter = ",                                    # TensorRT-LLM's iteration lines
-            "tgi": "Success"}                                       # TGI's request lines
+            "tgi": "Success",                                       # TGI's request lines
+            "lmdeploy": r"Avg \|Sending forward"}                   # LMDeploy's stats and forward lines
 READ = ("import sys; from servers.server_log import read_log; log = read_log(sys.argv[1]); "
         "print(len(log.read.batches) + len(log.read.stats) + (len(log.read.requests) if log.engine == 'tgi' else 0), "
         "log.read.not_understood)")

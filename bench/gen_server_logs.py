@@ -5,6 +5,7 @@
     .venv/bin/python bench/gen_server_logs.py vllm OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py trtllm OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py tgi OUT.log [--mb 100] [--seed 1] [--era mix]
+    .venv/bin/python bench/gen_server_logs.py lmdeploy OUT.log [--mb 100] [--seed 1] [--era mix]
 
 The lines come from a small seeded model of a busy server (Poisson arrivals, a queue, a running
 batch that prefills and decodes), so the numbers in them hang together (running and queued
@@ -30,6 +31,10 @@ TensorRT-LLM (`trtllm`): the PyTorch executor's iteration line per step (`print_
 `2025a` (elapsed_time, num_scheduled_requests:), `2025b` (host_step_time, prev_device_step_time),
 `2026` (num_scheduled_requests =, kv_cache_util, cached_kv_tokens); `mix`: a third each.
 
+LMDeploy (`lmdeploy`): the PyTorch engine at DEBUG: a `Sending forward inputs` line per forward,
+each request's start and end lines, a stats line every 10 s; eras `2025` (`Avg prompt throughput`
+stats, `session_id=` start lines) and `2026` (`Avg thr (in/out)` stats); `mix`: half each.
+
 text-generation-inference (`tgi`): the router's `Success` line per request (Poisson arrivals,
 queue and inference times, the tokens they imply), in the order the requests end; eras `text`
 and `json` (`--json-output`); `mix`: half each.
@@ -44,6 +49,7 @@ SG_ERAS = ("legacy", "2024", "period", "comma")
 VL_ERAS = ("v0", "v1", "v1engine")
 TR_ERAS = ("2025a", "2025b", "2026")
 TG_ERAS = ("text", "json")
+LM_ERAS = ("2025", "2026")
 DAY0 = (2025, 3, 14)
 
 
@@ -271,6 +277,51 @@ def trtllm_lines(era: str, rng: random.Random, srv: Server):
         yield head + body + "states = " + states + "}"
 
 
+def lmdeploy_lines(era: str, rng: random.Random, srv: Server):
+    """LMDeploy's lines of `era` (DEBUG), for ever."""
+    next_stats = 10.0
+    prompt_tok = gen_tok = 0
+    held: dict[int, tuple[int, int]] = {}
+
+    def stamp(t: float, lvl: str, where: str) -> str:
+        date, _, hms = _clock(t)
+        return f"{date} {hms},{int(t % 1 * 1000):03d} - lmdeploy - {lvl} - {where} - "
+    while True:
+        r = srv.step()
+        for rid, p, m in srv.arrived:
+            held[rid] = (p, m)
+            key = "session_id" if era == "2025" else "session"
+            yield (stamp(r["t"], "INFO", "async_engine.py:582") + f"{key}={rid}, history_tokens=0, input_tokens={p}, "
+                   f"max_new_tokens={m}, seq_start=True, seq_end=True, step=0, prep=True")
+        srv.arrived.clear()
+        if r["kind"] == "prefill":
+            prompt_tok += r["new_tokens"]
+            yield (stamp(r["t"], "DEBUG", "engine.py:274") + f"Sending forward inputs: num_tokens={r['new_tokens']}, "
+                   f"batch_size={r['new_seqs']}, is_decoding=False, has_vision=False")
+        elif r["running"]:
+            gen_tok += r["running"]
+            yield (stamp(r["t"], "DEBUG", "engine.py:274") + f"Sending forward inputs: num_tokens={r['running']}, "
+                   f"batch_size={r['running']}, is_decoding=True, has_vision=False")
+        for rid in srv.finished:
+            p, m = held.pop(rid, (0, 0))
+            yield (stamp(r["t"], "INFO", "async_engine.py:779") + f'session {rid} finished, reason "length", '
+                   f"input_tokens {p}, output_tokens {m}")
+        srv.finished.clear()
+        while r["t"] >= next_stats:
+            date, _, hms = _clock(r["t"])
+            run, wait, u = len(srv.running), len(srv.queue), 100.0 * r["usage"]
+            if era == "2025":
+                yield (f"[{date} {hms} DP0] Avg prompt throughput: {prompt_tok / 10:.1f} tokens/s, Avg generation "
+                       f"throughput: {gen_tok / 10:.1f} tokens/s, Finished: {srv.nid - run - wait} reqs, Unfinished: "
+                       f"{run + wait} reqs, Running: {run} reqs, Waiting: {wait} reqs, GPU KV cache usage: {u:.1f}%")
+            else:
+                yield (f"[{date} {hms} DP0] Avg thr (in/out): {prompt_tok / 10:.1f} / {gen_tok / 10:.1f} tokens/s, "
+                       f"Server (succeeded/failed/routed/waiting): {srv.nid - run - wait} / 0 / {run + wait} / 0, "
+                       f"Engine (running/waiting): {run} / {wait}, KV cache: {u:.1f}%, ")
+            prompt_tok = gen_tok = 0
+            next_stats += 10.0
+
+
 def tgi_lines(era: str, rng: random.Random, srv: Server):
     """TGI's Success lines of `era`, for ever, each when its request ends (a heap of ends)."""
     import heapq
@@ -314,7 +365,8 @@ def tgi_lines(era: str, rng: random.Random, srv: Server):
 def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str = "mix") -> int:
     """Write about `mb` MB of `engine`'s log to `out`; the bytes written."""
     rng = random.Random(seed)
-    eras = {"sglang": SG_ERAS, "trtllm": TR_ERAS, "tgi": TG_ERAS}.get(engine, VL_ERAS) if era == "mix" else (era,)
+    eras = ({"sglang": SG_ERAS, "trtllm": TR_ERAS, "tgi": TG_ERAS, "lmdeploy": LM_ERAS}.get(engine, VL_ERAS)
+            if era == "mix" else (era,))
     target = int(mb * 1e6)
     per = target // len(eras)
     srv = Server(rng)
@@ -325,7 +377,8 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
             buf: list[str] = []
             size = 0
             gen = (sglang_lines(e, rng, srv, len(eras) > 1) if engine == "sglang" else trtllm_lines(e, rng, srv)
-                   if engine == "trtllm" else tgi_lines(e, rng, srv) if engine == "tgi" else vllm_lines(e, rng, srv))
+                   if engine == "trtllm" else tgi_lines(e, rng, srv) if engine == "tgi" else lmdeploy_lines(e, rng, srv)
+                   if engine == "lmdeploy" else vllm_lines(e, rng, srv))
             for line in gen:
                 buf.append(line)
                 size += len(line) + 1
@@ -342,11 +395,11 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm", "tgi"))
+    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm", "tgi", "lmdeploy"))
     ap.add_argument("out", type=Path)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS + TG_ERAS)
+    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS + TG_ERAS + LM_ERAS)
     a = ap.parse_args()
     n = generate(a.engine, a.out, a.mb, a.seed, a.era)
     print(f"{a.out}: {n / 1e6:,.1f} MB")

@@ -268,7 +268,8 @@ def gauges_figure(tr: Trace) -> go.Figure:
 def verdict_table(read: dict) -> pd.DataFrame:
     """The reader's verdict, one fact a row (all values as text)."""
     recs = _records(read)
-    what = {"sglang": "batch", "vllm": "stats", "trtllm": "iteration", "tgi": "request"}.get(read["engine"], "record")
+    what = {"sglang": "batch", "vllm": "stats", "lmdeploy": "stats", "trtllm": "iteration",
+            "tgi": "request"}.get(read["engine"], "record")
     rows = [("engine", read["engine"]), ("version era", read["era"]),
             ("records", f"{len(recs):,} {what} lines"),
             ("request lines", f"{len(read['requests']):,}"),
@@ -286,7 +287,8 @@ def verdict_table(read: dict) -> pd.DataFrame:
 
 def _records(read: dict) -> list:
     """The engine's own records: vLLM's stats lines, TGI's request lines, the others' batch lines."""
-    return read["stats"] if read["engine"] == "vllm" else read["requests"] if read["engine"] == "tgi" else read["batches"]
+    engine = read["engine"]
+    return read["stats"] if engine in ("vllm", "lmdeploy") else read["requests"] if engine == "tgi" else read["batches"]
 
 
 def records_table(read: dict) -> pd.DataFrame:

@@ -100,8 +100,8 @@ max_mb = int(st.get_option("server.maxUploadSize"))
 with st.sidebar:
     st.header("Log")
     up = st.file_uploader("Upload a server log", key=UPLOAD_KEY,
-                          help=f"An SGLang, vLLM, TensorRT-LLM or text-generation-inference server's log as it printed it (or a "
-                               f"llama-server -v log), plain or "
+                          help=f"An SGLang, vLLM, TensorRT-LLM, text-generation-inference or LMDeploy server's log as it printed "
+                               f"it (or a llama-server -v log), plain or "
                                f"gzip-compressed, any name; up to {max_mb} MB. The engine is recognised by content.")
     chosen = FOLDER.draw(disabled=up is not None)
     st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_sl_sample", format_func=lambda k: SAMPLES[k][1],
@@ -125,9 +125,9 @@ with st.sidebar:
 SETTINGS.sync_url()
 
 st.title("Server log")
-st.caption("The log your SGLang, vLLM, TensorRT-LLM or text-generation-inference server already writes, read as a "
-           "scheduler watcher would: SGLang's line per prefill batch and per 40 decode steps, vLLM's stats line every "
-           "10 s, TensorRT-LLM's iteration lines, TGI's line per request. What the log does not say is "
+st.caption("The log your SGLang, vLLM, TensorRT-LLM, text-generation-inference or LMDeploy server already writes, "
+           "read as a scheduler watcher would: SGLang's line per prefill batch and per 40 decode steps, vLLM's and "
+           "LMDeploy's stats line every 10 s, TensorRT-LLM's iteration lines, TGI's line per request. What the log does not say is "
            "shown as unknown, never as idle.")
 
 data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_sl_sample"]][0])
@@ -153,11 +153,13 @@ if ss.get("sl_log_id") != key:   # a new log opens on its own default window, un
     ss["sl_log_id"] = key
     if not SETTINGS.given(WIN.key):
         ss[WIN.key] = None
-recs = read["stats"] if engine == "vllm" else read["batches"]
+recs = read["stats"] if engine in ("vllm", "lmdeploy") else read["batches"]
 st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
 cols = st.columns(5)
 if engine == "vllm" and read["batches"]:   # --enable-logging-iteration-details: a line per step too
     cols[0].metric("Stats / step lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
+elif engine == "lmdeploy":
+    cols[0].metric("Stats / forward lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
 elif engine == "tgi":   # no batch lines: a line per request ended
     cols[0].metric("Request errors", fmt(read["errors"]["count"]),
                    help="Errors inside a request's span; refused for load (no permits, overloaded): "
@@ -189,6 +191,11 @@ elif engine == "vllm" and read["batches"]:
                "tokens of the rest, how long the step took as vLLM measured it, and the KV cache's usage after it. "
                "vLLM counts a preempted request's recomputation with the rest (it has output tokens), so a tall "
                "green spike is recomputation, not decoding. Which requests ran, the line does not say.")
+elif engine == "lmdeploy" and read["batches"]:
+    st.subheader("Logged forward passes")
+    st.caption("Each forward LMDeploy logged: the PyTorch engine's at DEBUG (`Sending forward inputs`, a batch of "
+               "prefills or of decodes) as prompt tokens or decoding requests, TurboMind's (to v0.11) for each "
+               "mini-batch holding a prefill, with the decodes riding along. Which requests ran, the lines do not say.")
 elif engine == "tgi" and read["requests"]:
     st.subheader("Logged requests")
     st.caption("Each request the router ended (its `Success` line), at its arrival (the line's time less its total "

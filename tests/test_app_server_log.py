@@ -157,3 +157,18 @@ def test_a_tgi_log_shows_its_requests_and_the_rebuilt_gauges():
     assert specs["sl_batches"]["layout"]["meta"]["requests"] == 60
     assert {"running", "waiting"} <= set(specs["sl_gauges"]["layout"]["meta"]["gauges"])
     assert any("Not re-simulated" in i.value for i in at.info)
+
+
+def test_an_lmdeploy_log_shows_its_forwards_and_is_re_simulated():
+    """An uploaded LMDeploy log at DEBUG: its forward passes charted, its stats as gauges, and its
+    request lines re-simulated beside them."""
+    from lmdeploy_lines import served_log
+    at = open_page()
+    upload(at, "lmdeploy.log", ("\n".join(served_log()) + "\n").encode())
+    assert not at.error
+    r = read_log(("\n".join(served_log()) + "\n").encode()).read
+    assert metric(at, "Stats / forward lines") == f"{len(r.stats):,} / {len(r.batches):,}"
+    assert any(s.value == "Logged forward passes" for s in at.subheader)
+    specs = chart_specs(at)
+    assert specs["sl_batches"]["layout"]["meta"]["batches"] == len(r.batches)
+    assert "sl_resim" in specs and metric(at, "Implied requests") == "40"

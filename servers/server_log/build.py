@@ -36,9 +36,10 @@ from sim.trace import Trace, empty_table, table_from_columns
 
 from .fields import INT_MAX
 
-SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log", "tgi": "tgi-log"}
+SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log", "tgi": "tgi-log", "lmdeploy": "lmdeploy-log"}
 SG_GAUGES = ("running", "waiting", "kv_usage", "throughput", "cached_tokens")
 TR_GAUGES = ("running", "kv_usage")
+LM_GAUGES = ("running", "waiting", "kv_usage", "prefix_cache_hit_rate", "prompt_throughput", "generation_throughput")
 VL_GAUGES = ("running", "waiting", "kv_usage", "swapped", "prefix_cache_hit_rate", "prompt_throughput",
              "generation_throughput", "preemptions")
 
@@ -115,6 +116,29 @@ def _iteration_steps(batches: list[dict]) -> pd.DataFrame:
         cols["device_ms"] = [_num(b.get("device_ms")) for b in batches]
     if any("cached_tokens" in b for b in batches):
         cols["cached_tokens"] = pd.array([_count(b.get("cached_tokens")) for b in batches], dtype="Int64")
+    return table_from_columns("steps", cols)
+
+
+def _forward_steps(batches: list[dict]) -> pd.DataFrame:
+    """LMDeploy's forward lines as steps, in the log's order: the PyTorch engine's (a batch of
+    prefills or of decodes, timed to the ms) and TurboMind's prefill mini-batches (with the decodes
+    riding along; no time)."""
+    n = len(batches)
+    pre = [b["prefill_tokens"] for b in batches]
+    dec = [b["decode_tokens"] for b in batches]
+    seqs = [b["batch_size"] for b in batches]
+    cols = {
+        "step": np.arange(n, dtype=np.int64), "start": [_num(b["t"]) for b in batches], "end": [math.nan] * n,
+        "num_tokens": [b["num_tokens"] for b in batches], "prefill_tokens": pre, "decode_tokens": dec,
+        "recompute_tokens": [0] * n, "num_seqs": seqs, "running": seqs, "waiting": [0] * n, "preempted": [0] * n,
+        "finished": [0] * n, "arrived": [0] * n, "idle": [False] * n, "swap_bytes": [0.0] * n,
+        "kind": pd.Series(["decode" if b["decoding"] else "prefill" for b in batches], dtype=object),
+        "lane": pd.Series([b["lane"] for b in batches], dtype=object),
+        "prefill_seqs": np.array([b["prefill_seqs"] for b in batches], dtype=np.int64),
+        "decode_seqs": np.array([b["decode_seqs"] for b in batches], dtype=np.int64),
+        "cached_tokens": pd.array([None] * n, dtype="Int64"),       # not logged per forward
+        "line": np.array([b["line"] for b in batches], dtype=np.int64),
+    }
     return table_from_columns("steps", cols)
 
 
@@ -288,6 +312,9 @@ def to_trace(read) -> Trace:
         counters = _counters([{**b, "running": b["context_requests"] + b["generation_requests"]}
                               if b.get("generation_requests") is not None else b for b in read.batches],
                              TR_GAUGES, "lane")
+    elif read.engine == "lmdeploy":
+        steps = _forward_steps(read.batches) if read.batches else empty_table("steps")
+        counters = _counters(read.stats, LM_GAUGES, "engine")
     elif read.engine == "tgi":    # no batch logged: requests, and the gauges their own times imply
         steps = empty_table("steps")
         requests, events, counters = _tgi(read)

@@ -6,7 +6,9 @@ each engine's own lines, and the engine with the most wins.
 - llama-server: the scheduler's `slot ` / `srv  ` / `que  ` lines, `llama_` / `print_timings` / `build:`;
 - TensorRT-LLM: its loggers' `[TRT-LLM]` / `[TensorRT-LLM]` tags, its iteration lines;
 - text-generation-inference: its targets (`text_generation_router`, `text_generation_launcher`),
-  its request lines' times (`total_time="..."`).
+  its request lines' times (`total_time="..."`);
+- LMDeploy: its stats line after `[date time DPn]`, the Python logger's ` - lmdeploy - LEVEL - `,
+  TurboMind's `[TM][`, the forward lines.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from sim.limits import archive_kind, unpack_it
 
 from .text import HEAD_BYTES, read_head
 
-ENGINES = ("sglang", "vllm", "llama-server", "trtllm", "tgi")
+ENGINES = ("sglang", "vllm", "llama-server", "trtllm", "tgi", "lmdeploy")
 LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server", "trtllm": "TensorRT-LLM",
-          "tgi": "text-generation-inference"}
+          "tgi": "text-generation-inference", "lmdeploy": "LMDeploy"}
 _SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)(?: \[\d{1,15}\])?[.,] "   # ` [N]`: 0.5.2x's iteration
                      r"|#running-req: \d+, #token: \d+")
 _VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
@@ -30,6 +32,10 @@ _LLAMA = re.compile(r"(?:^|\s)(?:slot +\w+: id +\d+|srv +\w+: |que +\w+: )|\blla
 _TRTLLM = re.compile(r"\[TRT-LLM\]|\[TensorRT-LLM\]|\biter = \d+, global_rank = \d+, rank = \d+, "
                      r"|\blibtensorrtllm\.cc:\d+\] |\"Iteration Counter\":\d")
 _TGI = re.compile(r"text_generation_(?:router|launcher|server)|\btotal_time=\"[\d.]+(?:s|ms|µs|ns)\"")
+# LMDeploy's stats line outscores the vLLM-shaped match of the same line (4 points to 3)
+_LMDEPLOY_STATS = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:DP\d+|Engine \d+)\] Avg (?:prompt throughput|thr \(in/out\)): ")
+_LMDEPLOY = re.compile(r" - lmdeploy - (?:DEBUG|INFO|WARNING|ERROR) - |\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG)\]"
+                       r"|Sending forward inputs: num_tokens=|\[Forward\] \[\d+, \d+\), dc")
 _VLLM_WORDS = ("INFO", "DEBUG", "WARNING", "ERROR", "Avg prompt throughput: ", "Iteration(")
 _LLAMA_WORDS = ("slot ", "srv ", "que ", "llama_", "print_timings: ", "build: ", "update_slots: ")
 
@@ -59,6 +65,10 @@ def detect_text(head: bytes) -> Verdict:
         if ("TRT-LLM" in line or "TensorRT-LLM" in line or "iter = " in line or "tensorrtllm" in line
                 or "Iteration Counter" in line) and _TRTLLM.search(line):
             counts["trtllm"] += 3 if "iter = " in line or "Iteration Counter" in line else 1
+        if "Avg " in line and _LMDEPLOY_STATS.search(line):
+            counts["lmdeploy"] += 4
+        elif ("lmdeploy" in line or "[TM][" in line or "orward" in line) and _LMDEPLOY.search(line):
+            counts["lmdeploy"] += 3 if "orward" in line else 1
         if ("text_generation" in line or "total_time=" in line) and _TGI.search(line):
             counts["tgi"] += 3 if "Success" in line else 1
     sample = head[:65536]

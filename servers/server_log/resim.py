@@ -1,6 +1,6 @@
 """The workload a server log implies, simulated, beside what the log says.
 
-    imp = implied_workload(read)        # read: a LogRead (servers.sglang_log / servers.vllm_log)
+    imp = implied_workload(read)        # read: a LogRead (servers.sglang_log / vllm_log / lmdeploy_log)
     imp.workload, imp.config, imp.assumed, imp.totals      # or imp.why when the log cannot give one
     res = resimulate(read)              # Resim: imp, the simulated Trace, `compare` (log vs simulator)
 
@@ -24,6 +24,12 @@ What each log gives, and what is assumed (said in `assumed`, word for word on th
   (the line does not say which request a chunk continues). Outputs: the decode tokens the decode
   lines imply (#running-req per logged step x the decode-log interval: measured from #token, else
   SGLang's default 40) shared evenly. The simulator's scheduler is vLLM-style (the same for both).
+- LMDeploy: one request per start line (`session=N, ..., input_tokens=N, max_new_tokens=N`, INFO)
+  at its logged time (to the ms) with its input tokens as the prompt; outputs from the request's
+  `session N finished, ..., output_tokens N` line (else the mean of those). Settings from the
+  engine's config line under vLLM's names (max_batch_size, max_prefill_token_num, block_size,
+  session_len). Step cost fitted to the PyTorch engine's forward lines (DEBUG; each forward's
+  time the time to the next), else to the stats lines as vLLM's.
 - Settings: what the log states (vLLM's start-up lines: `non-default args`, `Chunked prefill is
   enabled with max_num_batched_tokens=N`, `KV cache size: N tokens`; SGLang: the KV pool from
   `#token` / `token usage`, the largest batch seen), the simulator's vLLM defaults for the rest.
@@ -107,7 +113,10 @@ def preemptions(read, trace: Trace) -> dict:
     out = {"sim": int((ev["kind"].astype(str).to_numpy() == "preempt").sum()) if len(ev) else 0}
     warned = read.extra.get("preemption_warnings") or {}
     fields = [r["preemptions"] for r in read.stats if r.get("preemptions").__class__ is int]   # whole counts only
-    if read.engine == "sglang":
+    if read.engine == "lmdeploy":
+        out["log"] = None
+        out["log_is"] = "LMDeploy's log does not count preemptions"
+    elif read.engine == "sglang":
         out["log"] = sum(x.get("retracted") or 0 for x in read.extra.get("retractions") or ())
         out["log_is"] = "the requests its retraction lines sent back (#retracted_reqs)"
     elif warned.get("cumulative_max"):
@@ -296,12 +305,13 @@ def _vllm(read) -> Implied:
     return imp
 
 
-def _vllm_cost(stats, p_int, g_int, interval, assumed, logged_steps=()) -> CalibratedCost:
+def _vllm_cost(stats, p_int, g_int, interval, assumed, logged_steps=(),
+               steps_said: str = "the log's Iteration lines time") -> CalibratedCost:
     timed = [b for b in logged_steps if not b.get("dummy") and b.get("elapsed_ms", 0) > 0]
     if len(timed) >= 2:   # --enable-logging-iteration-details: each step's tokens and time, as vLLM measured them
         tok = np.array([b["context_tokens"] + b["generation_tokens"] for b in timed], dtype=float)
         a, b = _nnls2(tok, np.ones(len(tok)), np.array([x["elapsed_ms"] / 1000 for x in timed]))
-        how = (f"fitted to the {len(timed):,} steps the log's Iteration lines time: {b * 1000:.3g} ms per step + "
+        how = (f"fitted to the {len(timed):,} steps {steps_said}: {b * 1000:.3g} ms per step + "
                f"{a * 1000:.3g} ms per token")
         if a > 0 or b > 0:
             assumed.append("step cost " + how)
@@ -328,6 +338,73 @@ def _vllm_cost(stats, p_int, g_int, interval, assumed, logged_steps=()) -> Calib
         a = 1e-3
     assumed.append("step cost " + how)
     return CalibratedCost(per_token=a, per_step=b, unit="s", fit_info={"samples": len(tok), "how": how})
+
+
+# ---------------------------------------------------------------------------------------------
+# LMDeploy
+# ---------------------------------------------------------------------------------------------
+
+LMDEPLOY_NAMES = {"max_batch_size": "max_num_seqs", "max_prefill_token_num": "max_num_batched_tokens",
+                  "block_size": "block_size", "session_len": "max_model_len"}
+
+
+def _lmdeploy(read) -> Implied:
+    """Each request's start line (its arrival to the ms, input tokens, max_new_tokens) and end line
+    (its output tokens); the engine's settings under vLLM's names; the step cost fitted to the
+    PyTorch engine's timed forward lines, else to the stats lines as vLLM's are."""
+    imp = Implied("lmdeploy")
+    lanes = sorted({r["engine"] for r in read.stats})
+    if len(lanes) > 1:
+        imp.why = "the log has several DP ranks: which rank served which request is not logged"
+        return imp
+    started = sorted((q for q in read.requests if q["kind"] == "received" and q.get("t") is not None
+                      and q.get("prompt_tokens")), key=lambda q: q["t"])[:MAX_REQUESTS + 1]
+    if not started:
+        imp.why = ("no request lines with times: start LMDeploy with --log-level INFO (a `session=N, ... "
+                   "input_tokens=N` line per request) to re-simulate its workload")
+        return imp
+    ends = {q["request"]: q for q in read.requests if q["kind"] == "finished"}
+    assumed = imp.assumed
+    assumed.append(f"{len(started):,} requests, one per start line (`session=N, input_tokens=N, ...`), arriving at "
+                   "its logged time (to the millisecond), with its input tokens as the prompt")
+    known = [ends[q["request"]]["completion_tokens"] for q in started if q["request"] in ends]
+    mean = round(sum(known) / len(known)) if known else 256
+    outs = []
+    for q in started:
+        e = ends.get(q["request"])
+        outs.append(max(1, int(e["completion_tokens"])) if e and e.get("completion_tokens") is not None
+                    else max(1, min(int(q.get("max_tokens") or mean), mean)))
+    assumed.append(f"outputs: each request's output_tokens from its `finished` line ({len(known):,} of "
+                   f"{len(started):,}); the rest {mean:,} tokens (the mean of those, capped by max_new_tokens)")
+    said = {LMDEPLOY_NAMES[k]: v for k, v in (read.extra.get("server_config") or {}).items() if k in LMDEPLOY_NAMES}
+    said["enable_chunked_prefill"] = True
+    imp.from_log = dict(read.extra.get("server_config") or {})
+    prompts = [int(q["prompt_tokens"]) for q in started]
+    need = max(p + o for p, o in zip(prompts, outs))
+    imp.config = _settings(said, assumed, need)
+    assumed.append("LMDeploy's scheduler played by this project's vLLM-style scheduler, chunked prefill on, prefix "
+                   "caching off (which prompts share a prefix is not logged)")
+    imp.workload = Workload([Request(id=f"session {q['request']}", prompt_len=p, max_tokens=o, arrival_time=float(q["t"]))
+                             for q, p, o in zip(started, prompts, outs)], dict(imp.config), name=read.name)
+    stats = [r for r in read.stats if r["t"] is not None]
+    interval = float(read.extra.get("stats_interval_s") or 10.0)
+    p_int = [(r.get("prompt_throughput") or 0.0) * interval for r in stats]
+    g_int = [(r.get("generation_throughput") or 0.0) * interval for r in stats]
+    imp.totals = {"request_lines": len(started), "log_prompt_tokens": round(sum(p_int)),
+                  "implied_prompt_tokens": sum(prompts), "log_generated_tokens": round(sum(g_int)),
+                  "implied_output_tokens": sum(outs), "stats_interval_s": interval}
+    timed = [b for b in read.batches if b.get("t") is not None]
+    steps = [{"context_tokens": a["prefill_tokens"], "generation_tokens": a["decode_tokens"],
+              "elapsed_ms": 1000.0 * (b["t"] - a["t"])} for a, b in zip(timed, timed[1:]) if 0 < b["t"] - a["t"] < 2.0]
+    if steps:
+        assumed.append("each forward's time: the time to the next forward line (the PyTorch engine's DEBUG lines, "
+                       "to the ms; gaps of 2 s or more are idle, not taken)")
+    if steps or stats:
+        imp.cost = _vllm_cost(stats, p_int, g_int, interval, assumed, steps, "the log's forward lines time")
+    else:
+        imp.cost = CalibratedCost(per_token=1e-3, per_step=0.0, unit="s", fit_info={"samples": 0, "how": "a guess"})
+        assumed.append("step cost 1 ms per token, a guess (no stats or timed forward line to fit one)")
+    return imp
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,6 +511,8 @@ def implied_workload(read, max_requests: int = MAX_REQUESTS) -> Implied:
         imp = _vllm(read)
     elif read.engine == "sglang":
         imp = _sglang(read)
+    elif read.engine == "lmdeploy":
+        imp = _lmdeploy(read)
     else:
         return Implied(read.engine, why=(
             "a TensorRT-LLM log names no request (no arrival, prompt or output length), so it implies no workload to "
@@ -481,7 +560,7 @@ def resimulate(read, max_steps: int = MAX_STEPS, max_requests: int = MAX_REQUEST
     free = s["free_blocks"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     kv = 1.0 - free / blocks
     rows = []
-    if read.engine == "vllm":
+    if read.engine in ("vllm", "lmdeploy"):   # stats lines: gauges at the line, throughputs over the interval
         recs = [r for r in read.stats if r["t"] is not None]
         times = np.array([r["t"] for r in recs], dtype=float)
         interval = imp.totals["stats_interval_s"]
