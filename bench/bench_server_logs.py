@@ -9,7 +9,8 @@ and every request's lines) and DIR/vllm-steps.log (the same, mid-2025 form only,
 `Iteration(N):` line per step: `--enable-logging-iteration-details`) and DIR/trtllm.log (an
 iteration line per executor step, `print_iter_log`, three eras) and DIR/tgi.log (a router
 `Success` line per request, text and JSON) and DIR/lmdeploy.log (the PyTorch engine at DEBUG: a
-forward line per step, request lines, stats), then times, each in its own
+forward line per step, request lines, stats) and DIR/ollama.log (gin's access lines), then times,
+each in its own
 process (wall, CPU = user + system, peak RSS from wait4), alternating, the fastest of --repeat
 kept:
 - grep:   `grep -c PATTERN FILE` (the engine's record lines: `batch[.,] |#running-req: ` /
@@ -41,9 +42,11 @@ PATTERNS = {"sglang": r"batch[.,] \|#running-req: ", "vllm": "Avg prompt through
             "vllm-steps": r"Avg prompt throughput\|Iteration(",   # vLLM with an Iteration line per step
             "trtllm": "iter = ",                                    # TensorRT-LLM's iteration lines
             "tgi": "Success",                                       # TGI's request lines
-            "lmdeploy": r"Avg \|Sending forward"}                   # LMDeploy's stats and forward lines
+            "lmdeploy": r"Avg \|Sending forward",                   # LMDeploy's stats and forward lines
+            "ollama": r"\[GIN\]"}                                    # Ollama's access lines
 READ = ("import sys; from servers.server_log import read_log; log = read_log(sys.argv[1]); "
-        "print(len(log.read.batches) + len(log.read.stats) + (len(log.read.requests) if log.engine == 'tgi' else 0), "
+        "print(len(log.read.batches) + len(log.read.stats) + (len(log.read.requests) if log.engine in ('tgi', 'ollama') "
+        "else 0), "
         "log.read.not_understood)")
 
 

@@ -6,6 +6,7 @@
     .venv/bin/python bench/gen_server_logs.py trtllm OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py tgi OUT.log [--mb 100] [--seed 1] [--era mix]
     .venv/bin/python bench/gen_server_logs.py lmdeploy OUT.log [--mb 100] [--seed 1] [--era mix]
+    .venv/bin/python bench/gen_server_logs.py ollama OUT.log [--mb 100] [--seed 1]
 
 The lines come from a small seeded model of a busy server (Poisson arrivals, a queue, a running
 batch that prefills and decodes), so the numbers in them hang together (running and queued
@@ -35,6 +36,9 @@ LMDeploy (`lmdeploy`): the PyTorch engine at DEBUG: a `Sending forward inputs` l
 each request's start and end lines, a stats line every 10 s; eras `2025` (`Avg prompt throughput`
 stats, `session_id=` start lines) and `2026` (`Avg thr (in/out)` stats); `mix`: half each.
 
+Ollama (`ollama`): gin's access line per request (Poisson arrivals, handler times up to minutes,
+some /api/tags polls and error statuses), in the order the requests end; era `gin`.
+
 text-generation-inference (`tgi`): the router's `Success` line per request (Poisson arrivals,
 queue and inference times, the tokens they imply), in the order the requests end; eras `text`
 and `json` (`--json-output`); `mix`: half each.
@@ -50,6 +54,7 @@ VL_ERAS = ("v0", "v1", "v1engine")
 TR_ERAS = ("2025a", "2025b", "2026")
 TG_ERAS = ("text", "json")
 LM_ERAS = ("2025", "2026")
+OL_ERAS = ("gin",)
 DAY0 = (2025, 3, 14)
 
 
@@ -322,6 +327,34 @@ def lmdeploy_lines(era: str, rng: random.Random, srv: Server):
             next_stats += 10.0
 
 
+def ollama_lines(era: str, rng: random.Random, srv: Server):
+    """Ollama's gin lines, for ever, each when its request ends (a heap of ends)."""
+    import heapq
+    t = srv.t
+    pending: list[tuple[float, int, str]] = []
+    n = 0
+
+    def go(ms: float) -> str:   # Go's Duration text
+        if ms >= 60e3:
+            m, sec = divmod(ms / 1e3, 60)
+            return f"{int(m)}m{sec:.9g}s"
+        return f"{ms / 1e3:.9g}s" if ms >= 1e3 else f"{ms:.6g}ms" if ms >= 1 else f"{ms * 1e3:.6g}µs"
+    while True:
+        t += rng.expovariate(srv.rate * 4)
+        path, method = rng.choice((("/api/chat", "POST"), ("/api/generate", "POST"), ("/v1/chat/completions", "POST"),
+                                   ("/api/tags", "GET")))
+        ms = rng.uniform(0.5, 5.0) if method == "GET" else rng.expovariate(1 / 8000.0)
+        status = 200 if rng.random() > 0.02 else rng.choice((400, 499, 500))
+        end = t + ms / 1e3
+        s = int(end) + 8 * 3600
+        line = (f"[GIN] 2025/03/{14 + s // 86400:02d} - {s // 3600 % 24:02d}:{s // 60 % 60:02d}:{s % 60:02d} | "
+                f"{status} | {go(ms):>13} | {'10.0.0.' + str(n % 250):>15} | {method:<8} \"{path}\"")
+        heapq.heappush(pending, (end, n, line))
+        n += 1
+        while pending and pending[0][0] <= t:
+            yield heapq.heappop(pending)[2]
+
+
 def tgi_lines(era: str, rng: random.Random, srv: Server):
     """TGI's Success lines of `era`, for ever, each when its request ends (a heap of ends)."""
     import heapq
@@ -365,7 +398,7 @@ def tgi_lines(era: str, rng: random.Random, srv: Server):
 def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str = "mix") -> int:
     """Write about `mb` MB of `engine`'s log to `out`; the bytes written."""
     rng = random.Random(seed)
-    eras = ({"sglang": SG_ERAS, "trtllm": TR_ERAS, "tgi": TG_ERAS, "lmdeploy": LM_ERAS}.get(engine, VL_ERAS)
+    eras = ({"sglang": SG_ERAS, "trtllm": TR_ERAS, "tgi": TG_ERAS, "lmdeploy": LM_ERAS, "ollama": OL_ERAS}.get(engine, VL_ERAS)
             if era == "mix" else (era,))
     target = int(mb * 1e6)
     per = target // len(eras)
@@ -378,7 +411,8 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
             size = 0
             gen = (sglang_lines(e, rng, srv, len(eras) > 1) if engine == "sglang" else trtllm_lines(e, rng, srv)
                    if engine == "trtllm" else tgi_lines(e, rng, srv) if engine == "tgi" else lmdeploy_lines(e, rng, srv)
-                   if engine == "lmdeploy" else vllm_lines(e, rng, srv))
+                   if engine == "lmdeploy" else ollama_lines(e, rng, srv) if engine == "ollama"
+                   else vllm_lines(e, rng, srv))
             for line in gen:
                 buf.append(line)
                 size += len(line) + 1
@@ -395,11 +429,11 @@ def generate(engine: str, out: Path, mb: float = 100.0, seed: int = 1, era: str 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm", "tgi", "lmdeploy"))
+    ap.add_argument("engine", choices=("sglang", "vllm", "trtllm", "tgi", "lmdeploy", "ollama"))
     ap.add_argument("out", type=Path)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS + TG_ERAS + LM_ERAS)
+    ap.add_argument("--era", default="mix", choices=("mix",) + SG_ERAS + VL_ERAS + ("v1steps",) + TR_ERAS + TG_ERAS + LM_ERAS + OL_ERAS)
     a = ap.parse_args()
     n = generate(a.engine, a.out, a.mb, a.seed, a.era)
     print(f"{a.out}: {n / 1e6:,.1f} MB")

@@ -8,7 +8,8 @@
   in the log's order: its prompt-chunk (context) and decode tokens stacked (areas drawn step by
   step), its elapsed time, and the KV pool's usage after it.
 - request_timeline: every request a TGI log ended (its `Success` line), at its arrival: the time
-  it waited for its first batch and the time from there to its end, as the router measured them.
+  it waited for its first batch and the time from there to its end, as the router measured them;
+  an Ollama log's requests, their whole handler time.
 - gauges_figure: running / waiting, KV usage (and the prefix-cache hit rate), throughput over
   time, one line per lane (DP rank, vLLM engine); lines break at unknown spans, not drawn across.
 - verdict_table, records_table: the reader's verdict and its records as tables.
@@ -159,8 +160,9 @@ def step_timeline(tr: Trace) -> go.Figure:
 
 
 def request_timeline(tr: Trace) -> go.Figure:
-    """Each request's queue time and inference time (ms, log scale) against its arrival, from a
-    log that times every request (TGI); thinned evenly past MAX_POINTS requests."""
+    """Each request's times (ms, log scale) against its arrival, from a log that times every request:
+    TGI's queue time and inference time; Ollama's whole handler time (its log has no first batch);
+    thinned evenly past MAX_POINTS requests."""
     rq = tr.requests
     n = len(rq)
     arrive = rq["arrival_time"].to_numpy(dtype=float) if n else np.zeros(0)
@@ -168,22 +170,27 @@ def request_timeline(tr: Trace) -> go.Figure:
     end = rq["finish_time"].to_numpy(dtype=float) if n else np.zeros(0)
     k = max(1, math.ceil(n / MAX_POINTS))
     idx = np.arange(0, n, k)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=("Queue time: arrival to the first batch (ms)",
-                                        "Inference time: first batch to the end (ms)"))
+    split = bool(np.isfinite(first).any())
+    panels = ([(1e3 * (first - arrive), WAITING, "queue time", "Queue time: arrival to the first batch (ms)"),
+               (1e3 * (end - first), DECODE, "inference time", "Inference time: first batch to the end (ms)")]
+              if split else [(1e3 * (end - arrive), NEW, "latency", "Latency: arrival to the end (ms)")])
+    rows = len(panels)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=tuple(p[3] for p in panels))
     out = rq["output_tokens"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if n else np.zeros(0)
-    label = plotly_text(np.array([f"{r} · {o:,.0f} tokens" if np.isfinite(o) else str(r)
-                                  for r, o in zip(rq["request"].astype(str).to_numpy()[idx], out[idx])], dtype=object))
-    for row, y, colour, name in ((1, 1e3 * (first - arrive), WAITING, "queue time"),
-                                 (2, 1e3 * (end - first), DECODE, "inference time")):
+    why = rq["finish_reason"].astype(str).to_numpy() if n else np.zeros(0, dtype=object)
+    label = plotly_text(np.array([f"{r} · {o:,.0f} tokens" if np.isfinite(o) else f"{r} · {w}"
+                                  for r, o, w in zip(rq["request"].astype(str).to_numpy()[idx], out[idx], why[idx])],
+                                 dtype=object))
+    for row, (y, colour, name, _) in enumerate(panels, start=1):
         fig.add_trace(go.Scattergl(x=arrive[idx], y=np.maximum(y[idx], 1e-3), mode="markers", name=name,
                                    marker={"color": colour, "size": 4, "opacity": 0.6}, hovertext=label,
                                    hovertemplate="%{y:,.3~f} ms<br>%{hovertext}<extra>" + name + "</extra>"),
                       row=row, col=1)
         fig.update_yaxes(type="log", title_text="ms", row=row, col=1)
-    _shade(fig, tr.unknown_spans, 2)
-    fig.update_layout(meta={"requests": int(n), "drawn": int(len(idx))})
-    return _layout(fig, 480, "arrival on the log's clock (s)", 2)
+    _shade(fig, tr.unknown_spans, rows)
+    fig.update_layout(meta={"requests": int(n), "drawn": int(len(idx)), "panels": [p[2] for p in panels]})
+    return _layout(fig, 480 if split else 320, "arrival on the log's clock (s)", rows)
 
 
 def _series(c: pd.DataFrame, name: str, lane: str):
@@ -223,6 +230,7 @@ def gauges_figure(tr: Trace) -> go.Figure:
     names = set(c["tenant"].tolist()) if len(c) else set()
     sglang = tr.meta.get("engine") == "sglang"
     plots = [("running", 1, "running", "solid", 1.0), ("waiting", 1, "waiting", "dot", 1.0),
+             ("in_flight", 1, "in flight (rebuilt from each request's times)", "solid", 1.0),
              ("kv_usage", 2, "KV usage (%)", "solid", 100.0), ("prefix_cache_hit_rate", 2, "prefix-cache hit rate (%)",
                                                                 "dot", 100.0),
              ("throughput" if sglang else "generation_throughput", 3,
@@ -269,7 +277,7 @@ def verdict_table(read: dict) -> pd.DataFrame:
     """The reader's verdict, one fact a row (all values as text)."""
     recs = _records(read)
     what = {"sglang": "batch", "vllm": "stats", "lmdeploy": "stats", "trtllm": "iteration",
-            "tgi": "request"}.get(read["engine"], "record")
+            "tgi": "request", "ollama": "request"}.get(read["engine"], "record")
     rows = [("engine", read["engine"]), ("version era", read["era"]),
             ("records", f"{len(recs):,} {what} lines"),
             ("request lines", f"{len(read['requests']):,}"),
@@ -288,7 +296,8 @@ def verdict_table(read: dict) -> pd.DataFrame:
 def _records(read: dict) -> list:
     """The engine's own records: vLLM's stats lines, TGI's request lines, the others' batch lines."""
     engine = read["engine"]
-    return read["stats"] if engine in ("vllm", "lmdeploy") else read["requests"] if engine == "tgi" else read["batches"]
+    return (read["stats"] if engine in ("vllm", "lmdeploy") else read["requests"] if engine in ("tgi", "ollama")
+            else read["batches"])
 
 
 def records_table(read: dict) -> pd.DataFrame:

@@ -87,7 +87,7 @@ def views(key: str, window: str, logy: bool, _view) -> dict:
     """The charts of the window shown (all of a short log), once per (log, window, view)."""
     tr = _view
     out = {"gauges": gauges_figure(tr).to_plotly_json()}
-    if tr.meta.get("engine") == "tgi" and len(tr.requests):
+    if tr.meta.get("engine") in ("tgi", "ollama") and len(tr.requests):
         out["batches"] = request_timeline(tr).to_plotly_json()
     elif len(tr.steps):
         out["batches"] = (step_timeline(tr) if tr.meta.get("engine") in ("vllm", "trtllm") else
@@ -100,8 +100,8 @@ max_mb = int(st.get_option("server.maxUploadSize"))
 with st.sidebar:
     st.header("Log")
     up = st.file_uploader("Upload a server log", key=UPLOAD_KEY,
-                          help=f"An SGLang, vLLM, TensorRT-LLM, text-generation-inference or LMDeploy server's log as it printed "
-                               f"it (or a llama-server -v log), plain or "
+                          help=f"An SGLang, vLLM, TensorRT-LLM, text-generation-inference, LMDeploy or Ollama server's log as "
+                               f"it printed it (or a llama-server -v log), plain or "
                                f"gzip-compressed, any name; up to {max_mb} MB. The engine is recognised by content.")
     chosen = FOLDER.draw(disabled=up is not None)
     st.selectbox("Or a bundled sample", list(SAMPLES), key="keep_sl_sample", format_func=lambda k: SAMPLES[k][1],
@@ -125,9 +125,10 @@ with st.sidebar:
 SETTINGS.sync_url()
 
 st.title("Server log")
-st.caption("The log your SGLang, vLLM, TensorRT-LLM, text-generation-inference or LMDeploy server already writes, "
-           "read as a scheduler watcher would: SGLang's line per prefill batch and per 40 decode steps, vLLM's and "
-           "LMDeploy's stats line every 10 s, TensorRT-LLM's iteration lines, TGI's line per request. What the log does not say is "
+st.caption("The log your SGLang, vLLM, TensorRT-LLM, text-generation-inference, LMDeploy or Ollama server already "
+           "writes, read as a scheduler watcher would: SGLang's line per prefill batch and per 40 decode steps, vLLM's "
+           "and LMDeploy's stats line every 10 s, TensorRT-LLM's iteration lines, TGI's and Ollama's line per "
+           "request. What the log does not say is "
            "shown as unknown, never as idle.")
 
 data, name, size, key = FOLDER.source(up, SAMPLE_DIR / SAMPLES[ss["keep_sl_sample"]][0])
@@ -160,6 +161,9 @@ if engine == "vllm" and read["batches"]:   # --enable-logging-iteration-details:
     cols[0].metric("Stats / step lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
 elif engine == "lmdeploy":
     cols[0].metric("Stats / forward lines", f"{fmt(len(recs))} / {fmt(len(read['batches']))}")
+elif engine == "ollama":   # no batch lines: gin's line per request
+    cols[0].metric("Other routes' lines", fmt(read["other_route_lines"]),
+                   help="Access lines of routes that run no model (tags, ps, health): counted, not kept.")
 elif engine == "tgi":   # no batch lines: a line per request ended
     cols[0].metric("Request errors", fmt(read["errors"]["count"]),
                    help="Errors inside a request's span; refused for load (no permits, overloaded): "
@@ -201,6 +205,11 @@ elif engine == "tgi" and read["requests"]:
     st.caption("Each request the router ended (its `Success` line), at its arrival (the line's time less its total "
                "time): how long it waited for its first batch and how long it then took, as TGI measured them. TGI "
                "logs no batch: running and waiting below are rebuilt from these times, of the logged requests only.")
+elif engine == "ollama" and read["requests"]:
+    st.subheader("Logged requests")
+    st.caption("Each inference request gin logged, at its arrival (the line's second less the handler's time): how "
+               "long the server took to answer it. Ollama logs no batch: the requests in flight below are rebuilt "
+               "from these times, of the logged requests only.")
 elif engine == "trtllm" and recs:
     st.subheader("Logged iterations")
     st.caption("Each executor iteration TensorRT-LLM logged (`print_iter_log`), in the log's order: the prompt "
@@ -218,6 +227,7 @@ st.caption(("Values as each line printed them; " if engine == "sglang" else
             "The batch size and KV use each iteration line printed; " if engine == "trtllm" else
             "Requests waiting for their first batch and in a batch, rebuilt from each logged request's times; "
             if engine == "tgi" else
+            "Requests in flight, rebuilt from each logged request's times; " if engine == "ollama" else
             "Running / waiting / KV usage when each stats line was printed; throughputs are averages over the "
             "interval before it; ") + "lines break at the grey unknown spans instead of being drawn across.")
 st.plotly_chart(from_spec(v["gauges"]), key="sl_gauges", theme=None, config=CONFIG)
@@ -261,7 +271,7 @@ with right:
 
 st.subheader("Records")
 st.dataframe(records_table(read), hide_index=True, key="sl_records")
-if read["requests"] and engine != "tgi":   # TGI's records are its request lines
+if read["requests"] and engine not in ("tgi", "ollama"):   # their records are their request lines
     with st.expander(f"{len(read['requests']):,} request line(s)"):
         st.dataframe(records_table({"engine": "sglang", "batches": read["requests"]}), hide_index=True,
                      key="sl_requests")

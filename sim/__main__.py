@@ -265,6 +265,7 @@ def cmd_log(args) -> int:
                 if r.engine == "sglang" else f"{len(r.batches):,} iteration lines" if r.engine == "trtllm"
                 else f"{r.extra['errors']['count']:,} request errors" if r.engine == "tgi"
                 else f"{len(r.stats):,} stats lines, {len(r.batches):,} forward lines" if r.engine == "lmdeploy"
+                else f"{r.extra['other_route_lines']:,} other routes' lines" if r.engine == "ollama"
                 else f"{len(r.stats):,} stats lines"
                 + (f", {len(r.batches):,} step lines" if r.batches else ""))
         print(f"engine {LABELS[r.engine]}; era {r.era}; {what}; {len(r.requests):,} request lines; "
@@ -496,11 +497,11 @@ def main(argv=None) -> int:
                         "server's settings), in ms with a cost fitted to the log's calls when it has timestamps, "
                         "else in model calls; print the comparison (JSON with --json)")
     p.set_defaults(fn=cmd_llamalog, outputs=("out",))
-    p = sub.add_parser("log", help="read an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy or llama-server log (engine recognised by content)")
+    p = sub.add_parser("log", help="read an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy, Ollama or llama-server log (engine recognised by content)")
     p.add_argument("log", help="the log file (plain or gzip, any name)")
     p.add_argument("--json", action="store_true", help="print what the log says as one JSON object")
     p.add_argument("-o", "--out", help="write the Trace file")
-    p.add_argument("--engine", choices=("sglang", "vllm", "llama-server", "trtllm", "tgi", "lmdeploy"), help="read it as this engine's log")
+    p.add_argument("--engine", choices=("sglang", "vllm", "llama-server", "trtllm", "tgi", "lmdeploy", "ollama"), help="read it as this engine's log")
     p.add_argument("--resimulate", action="store_true",
                    help="simulate the workload the log implies (vLLM: request lines with --enable-log-requests and the "
                         "stats lines; SGLang: prefill batch lines) under the settings it states, and compare the "

@@ -172,3 +172,20 @@ def test_an_lmdeploy_log_shows_its_forwards_and_is_re_simulated():
     specs = chart_specs(at)
     assert specs["sl_batches"]["layout"]["meta"]["batches"] == len(r.batches)
     assert "sl_resim" in specs and metric(at, "Implied requests") == "40"
+
+
+def test_an_ollama_log_shows_its_requests_and_the_in_flight_count():
+    """An uploaded Ollama log (gin's access lines): each inference request's time at its arrival,
+    the requests in flight rebuilt from them, other routes counted, no re-simulation."""
+    lines = [f'[GIN] 2024/08/19 - 14:{10 + i // 60:02d}:{i % 60:02d} | 200 | {1 + i % 7}.25s |  127.0.0.1 | '
+             f'POST     "/api/chat"' for i in range(50)]
+    lines += ['[GIN] 2024/08/19 - 14:12:00 | 200 |      6.2826ms |       127.0.0.1 | GET      "/api/tags"']
+    at = open_page()
+    upload(at, "ollama.log", ("\n".join(lines) + "\n").encode())
+    assert not at.error
+    assert metric(at, "Request lines") == "50" and metric(at, "Other routes' lines") == "1"
+    assert any(s.value == "Logged requests" for s in at.subheader)
+    specs = chart_specs(at)
+    assert specs["sl_batches"]["layout"]["meta"]["panels"] == ["latency"]
+    assert "in_flight" in specs["sl_gauges"]["layout"]["meta"]["gauges"]
+    assert any("Not re-simulated" in i.value for i in at.info)

@@ -1,8 +1,8 @@
 """Read the log an LLM server already writes (SGLang, vLLM, TensorRT-LLM, text-generation-inference,
-LMDeploy or llama-server), whatever its name, plain or gzip: which engine wrote it (detect.py), one
-record per scheduler or request line (the engine's reader: servers.sglang_log, servers.vllm_log,
-servers.trtllm_log, servers.tgi_log, servers.lmdeploy_log; llama-server's goes to
-servers.llama_server), and the one Trace (build.py).
+LMDeploy, Ollama or llama-server), whatever its name, plain or gzip: which engine wrote it
+(detect.py), one record per scheduler or request line (the engine's reader: servers.sglang_log,
+servers.vllm_log, servers.trtllm_log, servers.tgi_log, servers.lmdeploy_log, servers.ollama_log;
+llama-server's goes to servers.llama_server), and the one Trace (build.py).
 
     log = read_log("server.log")            # path or bytes; ValueError (one plain line) if it is no such log
     log.read.to_json()                       # the CLI's JSON (`python -m sim log FILE --json`)
@@ -63,7 +63,7 @@ def read_log(src, name: str = "", engine: str | None = None, progress=None) -> S
     verdict = detect(src)
     which = engine or verdict.engine
     if not which:
-        raise ValueError(f"Not an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy or llama-server log: {verdict.reason}.")
+        raise ValueError(f"Not an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy, Ollama or llama-server log: {verdict.reason}.")
     if which == "llama-server":
         return _llama(src, name, verdict, progress)
     from .build import to_trace
@@ -75,6 +75,8 @@ def read_log(src, name: str = "", engine: str | None = None, progress=None) -> S
         from servers.tgi_log.reader import TGILogReader as Reader
     elif which == "lmdeploy":
         from servers.lmdeploy_log.reader import LMDeployLogReader as Reader
+    elif which == "ollama":
+        from servers.ollama_log.reader import OllamaLogReader as Reader
     else:
         from servers.vllm_log.reader import VLLMLogReader as Reader
     read = Reader(name).read(src, progress=progress)

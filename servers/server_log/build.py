@@ -1,4 +1,4 @@
-"""A LogRead (SGLang, vLLM, TensorRT-LLM or text-generation-inference) as the one Trace, honestly:
+"""A LogRead (SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy or Ollama) as the one Trace, honestly:
 
 - steps: one per logged SGLang batch line, on the log's clock (seconds from its first record;
   `start` the line's time, `end` unknown: the log does not say how long a batch took). Prefill:
@@ -21,8 +21,12 @@
   cached_tokens). meta["counters_kind"] = "gauges" says so.
 - requests / events: the request lines (arrival from received / added / receive lines, finish from
   finish lines; nothing else is invented).
+- LMDeploy: a step per forward line (the PyTorch engine's at DEBUG, TurboMind's prefill
+  mini-batches); its stats lines' gauges as vLLM's (see _forward_steps).
 - TGI: no steps (it logs no batch); a request per `Success` line with its arrival, first batch
   and end from the router's own times, and running / waiting rebuilt from them (see _tgi).
+- Ollama: no steps; a request per inference access line, its arrival the end less the handler's
+  time, and the requests in flight rebuilt from them (see _ollama).
 - meta["unknown_spans"]: the silences between logged lines (Trace.unknown_spans): unknown, not idle.
 """
 from __future__ import annotations
@@ -36,7 +40,8 @@ from sim.trace import Trace, empty_table, table_from_columns
 
 from .fields import INT_MAX
 
-SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log", "tgi": "tgi-log", "lmdeploy": "lmdeploy-log"}
+SOURCES = {"sglang": "sglang-log", "vllm": "vllm-log", "trtllm": "trtllm-log", "tgi": "tgi-log",
+           "lmdeploy": "lmdeploy-log", "ollama": "ollama-log"}
 SG_GAUGES = ("running", "waiting", "kv_usage", "throughput", "cached_tokens")
 TR_GAUGES = ("running", "kv_usage")
 LM_GAUGES = ("running", "waiting", "kv_usage", "prefix_cache_hit_rate", "prompt_throughput", "generation_throughput")
@@ -283,22 +288,54 @@ def _tgi(read) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         "step": [-1] * len(ev_t), "time": np.array(ev_t, dtype=float)[order],
         "request": [ev_r[i] for i in order], "kind": [ev_k[i] for i in order], "detail": [ev_d[i] for i in order],
     }) if ev_t else empty_table("events")
+    counters = _sweeps((("waiting", queued, batch), ("running", batch, end))) if n else empty_table("counters")
+    return requests, events, counters
+
+
+def _sweeps(gauges) -> pd.DataFrame:
+    """Gauges rebuilt from intervals: for each (name, starts, ends), the count of intervals open,
+    at each instant it changes (leaving before coming at one instant), as counters rows."""
     rows = []
-    for name, a, b in (("waiting", queued, batch), ("running", batch, end)):
+    for name, a, b in gauges:
         times = np.concatenate([a, b])
-        delta = np.concatenate([np.ones(n), -np.ones(n)])
-        o = np.lexsort((delta, times))            # at one instant, leaving before coming
+        delta = np.concatenate([np.ones(len(a)), -np.ones(len(b))])
+        o = np.lexsort((delta, times))
         level = np.cumsum(delta[o])
         t = times[o]
         last = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, dtype=bool)   # the level after each instant
         rows.append((name, t[last], level[last]))
-    counters = table_from_columns("counters", {
+    return table_from_columns("counters", {
         "step": np.concatenate([np.arange(len(t)) for _, t, _ in rows]).astype(np.int64),
         "tenant": np.concatenate([np.full(len(t), nm, dtype=object) for nm, t, _ in rows]),
         "value": np.concatenate([v for _, _, v in rows]).astype(float),
         "time": np.concatenate([t for _, t, _ in rows]).astype(float),
         "lane": pd.Series([""] * sum(len(t) for _, t, _ in rows), dtype=object),
-    }) if n else empty_table("counters")
+    })
+
+
+def _ollama(read) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Ollama's access lines as requests (arrival = the line's second less the handler's time; end
+    = the line's second; `finish_reason` the status), events (arrive; finish, or cancel for an
+    error status), and the requests in flight rebuilt from those times: of the logged ones only."""
+    ok = [q for q in read.requests if q.get("t") is not None and q.get("handler_ms") is not None]
+    n = len(ok)
+    end = np.array([q["t"] for q in ok], dtype=float)
+    arrive = end - np.array([q["handler_ms"] for q in ok], dtype=float) / 1e3
+    ids = [q["request"] for q in ok]
+    requests = table_from_columns("requests", {
+        "request": ids, "tenant": [""] * n, "priority": [0] * n, "prompt_len": [math.nan] * n,
+        "arrival_time": arrive, "finish_time": end, "output_tokens": [math.nan] * n, "cached_tokens": [math.nan] * n,
+        "preemptions": [0] * n, "recomputed_tokens": [0] * n, "rejected": [False] * n,
+        "finish_reason": [f"{q['status']} {q['path']}" for q in ok],
+    }) if n else empty_table("requests")
+    order = np.argsort(np.concatenate([arrive, end]), kind="stable")
+    kinds = ["arrive"] * n + ["cancel" if q["status"] >= 400 else "finish" for q in ok]
+    detail = [f"{q['method']} {q['path']}" for q in ok] + [f"status {q['status']}" for q in ok]
+    events = table_from_columns("events", {
+        "step": [-1] * (2 * n), "time": np.concatenate([arrive, end])[order], "request": [(ids * 2)[i] for i in order],
+        "kind": [kinds[i] for i in order], "detail": [detail[i] for i in order],
+    }) if n else empty_table("events")
+    counters = _sweeps((("in_flight", arrive, end),)) if n else empty_table("counters")
     return requests, events, counters
 
 
@@ -318,10 +355,13 @@ def to_trace(read) -> Trace:
     elif read.engine == "tgi":    # no batch logged: requests, and the gauges their own times imply
         steps = empty_table("steps")
         requests, events, counters = _tgi(read)
+    elif read.engine == "ollama":
+        steps = empty_table("steps")
+        requests, events, counters = _ollama(read)
     else:
         steps = _iteration_steps(read.batches) if read.batches else empty_table("steps")
         counters = _counters(read.stats, VL_GAUGES, "engine")
-    if read.engine != "tgi":
+    if read.engine not in ("tgi", "ollama"):
         requests, events = _requests(read.requests, read.extra.get("retractions") or ())
     meta = {"source": SOURCES.get(read.engine, "server-log"), "time_unit": "s", "engine": read.engine,
             "era": read.era, "traits": list(read.traits), "clock": read.clock, "time_origin": read.time_origin,

@@ -8,7 +8,9 @@ each engine's own lines, and the engine with the most wins.
 - text-generation-inference: its targets (`text_generation_router`, `text_generation_launcher`),
   its request lines' times (`total_time="..."`);
 - LMDeploy: its stats line after `[date time DPn]`, the Python logger's ` - lmdeploy - LEVEL - `,
-  TurboMind's `[TM][`, the forward lines.
+  TurboMind's `[TM][`, the forward lines;
+- Ollama: gin's access lines (`[GIN] 2024/08/19 - 14:13:01 | 200 | ...`), its slog lines'
+  `source=file.go:N`.
 """
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ from sim.limits import archive_kind, unpack_it
 
 from .text import HEAD_BYTES, read_head
 
-ENGINES = ("sglang", "vllm", "llama-server", "trtllm", "tgi", "lmdeploy")
+ENGINES = ("sglang", "vllm", "llama-server", "trtllm", "tgi", "lmdeploy", "ollama")
 LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server", "trtllm": "TensorRT-LLM",
-          "tgi": "text-generation-inference", "lmdeploy": "LMDeploy"}
+          "tgi": "text-generation-inference", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
 _SGLANG = re.compile(r"(?:Prefill batch|Decode batch|new fill batch)(?: \[\d{1,15}\])?[.,] "   # ` [N]`: 0.5.2x's iteration
                      r"|#running-req: \d+, #token: \d+")
 _VLLM = re.compile(r"(?:INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] "
@@ -36,6 +38,8 @@ _TGI = re.compile(r"text_generation_(?:router|launcher|server)|\btotal_time=\"[\
 _LMDEPLOY_STATS = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:DP\d+|Engine \d+)\] Avg (?:prompt throughput|thr \(in/out\)): ")
 _LMDEPLOY = re.compile(r" - lmdeploy - (?:DEBUG|INFO|WARNING|ERROR) - |\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG)\]"
                        r"|Sending forward inputs: num_tokens=|\[Forward\] \[\d+, \d+\), dc")
+_OLLAMA = re.compile(r"\[GIN\] \d{4}/\d\d/\d\d - \d\d:\d\d:\d\d \|"
+                     r"|\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w.-]+\.go:\d+ msg=")
 _VLLM_WORDS = ("INFO", "DEBUG", "WARNING", "ERROR", "Avg prompt throughput: ", "Iteration(")
 _LLAMA_WORDS = ("slot ", "srv ", "que ", "llama_", "print_timings: ", "build: ", "update_slots: ")
 
@@ -69,6 +73,8 @@ def detect_text(head: bytes) -> Verdict:
             counts["lmdeploy"] += 4
         elif ("lmdeploy" in line or "[TM][" in line or "orward" in line) and _LMDEPLOY.search(line):
             counts["lmdeploy"] += 3 if "orward" in line else 1
+        if ("[GIN]" in line or ".go:" in line) and _OLLAMA.search(line):
+            counts["ollama"] += 3 if "[GIN]" in line else 1
         if ("text_generation" in line or "total_time=" in line) and _TGI.search(line):
             counts["tgi"] += 3 if "Success" in line else 1
     sample = head[:65536]

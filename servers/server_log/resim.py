@@ -519,6 +519,8 @@ def implied_workload(read, max_requests: int = MAX_REQUESTS) -> Implied:
             "simulate" if read.engine == "trtllm" else
             "a text-generation-inference log times each request but gives no prompt length, so it implies no workload "
             "to simulate" if read.engine == "tgi" else
+            "an Ollama log's access lines give no prompt or output length, so it implies no workload to simulate"
+            if read.engine == "ollama" else
             f"re-simulation reads SGLang and vLLM logs (this is {read.engine}'s)"))
     w = imp.workload
     if w is not None:
