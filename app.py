@@ -18,7 +18,7 @@ PAGES = {
         st.Page("pages/fleet.py", title="Fleet", icon=":material/hub:", url_path="fleet"),
         st.Page("pages/choosing_settings.py", title="Choosing settings", icon=":material/tune:", url_path="choosing_settings"),
         st.Page("pages/llama_log.py", title="llama-server log", icon=":material/receipt_long:", url_path="llama_log"),
-        st.Page("pages/server_log.py", title="Server log (SGLang, vLLM)", icon=":material/article:",
+        st.Page("pages/server_log.py", title="Server log (vLLM, SGLang, more)", icon=":material/article:",
                 url_path="server_log"),
         st.Page("pages/vllm_server.py", title="vLLM server", icon=":material/dns:", url_path="vllm_server"),
         st.Page("pages/live_engine.py", title="Live engine", icon=":material/memory_alt:", url_path="live_engine"),

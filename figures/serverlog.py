@@ -219,12 +219,14 @@ def _broken(t: np.ndarray, v: np.ndarray, spans) -> tuple[list, list]:
     return xs, ys
 
 
+PANELS = ((1, "Running and waiting requests", "requests"), (2, "KV cache usage and prefix-cache hit rate", "%"),
+          (3, "Throughput (tokens/s)", "tokens/s"))
+
+
 def gauges_figure(tr: Trace) -> go.Figure:
+    """The logged gauges over time, a panel each for requests, KV use and throughput that the log
+    has (a log without KV use or throughputs, such as TGI's, draws the requests panel only)."""
     c = tr.counters
-    rows = 3
-    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("Running and waiting requests", "KV cache usage and prefix-cache hit rate",
-                                        "Throughput (tokens/s)"))
     lanes = sorted(set(c["lane"].tolist())) if len(c) else []
     spans = tr.unknown_spans
     names = set(c["tenant"].tolist()) if len(c) else set()
@@ -236,6 +238,11 @@ def gauges_figure(tr: Trace) -> go.Figure:
              ("throughput" if sglang else "generation_throughput", 3,
               "input / gen throughput (as logged)" if sglang else "generation throughput", "solid", 1.0),
              ("prompt_throughput", 3, "prompt throughput", "dot", 1.0)]
+    used = sorted({row for name, row, *_ in plots if name in names} | {1})
+    panel = {old: new for new, old in enumerate(used, start=1)}     # the panels drawn, in order
+    rows = len(used)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08 if rows > 1 else 0.0,
+                        subplot_titles=tuple(title for r, title, _ in PANELS if r in panel))
     mode = "lines+markers" if len(c) <= 2000 else "lines"
     for i, lane in enumerate(lanes[:9]):
         colour = LANE_COLOURS[i % len(LANE_COLOURS)]
@@ -249,7 +256,7 @@ def gauges_figure(tr: Trace) -> go.Figure:
             fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=f"{words}{' · ' + lane if lane else ''}",
                                      line={"color": colour, "dash": dash, "width": 1.6}, marker={"size": 4},
                                      connectgaps=False, hovertemplate="%{y:,.4g}<extra>" + words + "</extra>"),
-                          row=row, col=1)
+                          row=panel[row], col=1)
     ev = tr.events
     pre = ev[ev["kind"].astype(str).to_numpy() == "preempt"] if len(ev) else ev
     if len(pre):   # vLLM V0's preemption warnings (one at every 50th), SGLang's retractions
@@ -265,12 +272,13 @@ def gauges_figure(tr: Trace) -> go.Figure:
     _shade(fig, spans, rows)
     t_all = c["time"].to_numpy(dtype=float) if len(c) else np.zeros(0)
     label = "time on the log's clock (s)" if np.isfinite(t_all).any() else "logged line (no timestamps)"
-    fig.update_yaxes(title_text="requests", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="%", range=[0, 105], row=2, col=1)
-    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=3, col=1)
+    for r, _, unit in PANELS:
+        if r in panel:
+            fig.update_yaxes(title_text=unit, row=panel[r], col=1,
+                             **({"range": [0, 105]} if unit == "%" else {"rangemode": "tozero"}))
     fig.update_layout(meta={"lanes": lanes, "lanes_drawn": min(len(lanes), 9), "gauges": sorted(names),
-                            "unknown_spans": len(spans), "preempt_marks": int(len(pre))})
-    return _layout(fig, 640, label, rows)
+                            "unknown_spans": len(spans), "preempt_marks": int(len(pre)), "panels": rows})
+    return _layout(fig, 220 + 140 * rows, label, rows)
 
 
 def verdict_table(read: dict) -> pd.DataFrame:
