@@ -31,6 +31,7 @@ class OllamaLogReader(LineReader):
         self.failed = 0
         self.runner_starts: list[float] = []
         self.llama_lines = 0
+        self.inference_lines = 0
 
     def parse(self, text: str) -> Parsed | None:
         if "[GIN] " not in text:
@@ -48,6 +49,7 @@ class OllamaLogReader(LineReader):
             self.other_routes += 1
             return
         self.failed += rec["status"] >= 400
+        self.inference_lines += 1
         if len(self.out.requests) < MAX_REQUESTS:
             self.out.requests.append({"line": no, "time": f"{date} {hms}", "t": t, "kind": "http",
                                       "request": f"line {no}", **rec})
@@ -91,7 +93,7 @@ class OllamaLogReader(LineReader):
             tr.append("settings: " + ", ".join(f"{k} {v}" for k, v in sorted(self.config.items())))
         o.traits = tr
         o.extra["server_config"] = dict(sorted(self.config.items()))
-        o.extra["request_lines"] = len(reqs)
+        o.extra["request_lines"] = self.inference_lines
         o.extra["other_route_lines"] = self.other_routes
         if self.llama_lines:
             o.extra["llama_cpp_lines"] = self.llama_lines
@@ -120,5 +122,7 @@ class OllamaLogReader(LineReader):
         if self.llama_lines:
             o.warnings.append(f"{self.llama_lines:,} line(s) of the llama.cpp runner are in the file: the llama-server "
                               "log page reads those (its slots and batches)")
+        if self.inference_lines > len(reqs):
+            o.warnings.append(f"{self.inference_lines:,} inference request lines: the first {MAX_REQUESTS:,} are kept")
         if not reqs:
             o.warnings.append("no Ollama inference request line could be read")

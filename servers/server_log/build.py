@@ -331,8 +331,9 @@ def _ollama(read) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     order = np.argsort(np.concatenate([arrive, end]), kind="stable")
     kinds = ["arrive"] * n + ["cancel" if q["status"] >= 400 else "finish" for q in ok]
     detail = [f"{q['method']} {q['path']}" for q in ok] + [f"status {q['status']}" for q in ok]
+    both = ids * 2
     events = table_from_columns("events", {
-        "step": [-1] * (2 * n), "time": np.concatenate([arrive, end])[order], "request": [(ids * 2)[i] for i in order],
+        "step": [-1] * (2 * n), "time": np.concatenate([arrive, end])[order], "request": [both[i] for i in order],
         "kind": [kinds[i] for i in order], "detail": [detail[i] for i in order],
     }) if n else empty_table("events")
     counters = _sweeps((("in_flight", arrive, end),)) if n else empty_table("counters")
