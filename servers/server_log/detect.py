@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sim.limits import archive_kind, unpack_it
 
-from .text import HEAD_BYTES, read_head
+from .text import HEAD_BYTES, clean, read_head
 
 ENGINES = ("sglang", "vllm", "llama-server", "trtllm", "tgi", "lmdeploy", "ollama")
 LABELS = {"sglang": "SGLang", "vllm": "vLLM", "llama-server": "llama-server", "trtllm": "TensorRT-LLM",
@@ -59,6 +59,8 @@ def detect_text(head: bytes) -> Verdict:
     for line in text.splitlines():
         if len(line) > 65536:
             line = line[:65536]
+        if "\x1b" in line or "#033[" in line:   # colours off, as the readers take them off
+            line = clean(line)
         # each regex only where a word it needs is in the line (the same verdict, a fraction of the time)
         if ("batch" in line or "#running-req: " in line) and _SGLANG.search(line):
             counts["sglang"] += 3
