@@ -255,7 +255,8 @@ def _tgi(read) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     arrival + validation + queue; end = the line's time), events (arrive, schedule, finish; each
     error: reject when the router refused it for load, else cancel, with its message), and the
     running / waiting gauges those times imply (requests past validation and not yet in a batch;
-    in a batch and not ended), at each change: of the logged requests only."""
+    in a batch and not ended), at each change: of the logged requests only; and each prefix-cache
+    allocation's share of its prompt found cached (`Prefix P - Suffix S`: P / (P + S))."""
     ok = [q for q in read.requests if q["kind"] == "success" and q.get("t") is not None and "total_ms" in q]
     n = len(ok)
     end = np.array([q["t"] for q in ok], dtype=float)
@@ -289,6 +290,13 @@ def _tgi(read) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         "request": [ev_r[i] for i in order], "kind": [ev_k[i] for i in order], "detail": [ev_d[i] for i in order],
     }) if ev_t else empty_table("events")
     counters = _sweeps((("waiting", queued, batch), ("running", batch, end))) if n else empty_table("counters")
+    rows = [r for r in (read.extra.get("allocations") or {}).get("rows", []) if r[1] is not None and r[2] + r[3] > 0]
+    if rows:   # the prefix cache's allocations: each request's share of its prompt found cached
+        hits = table_from_columns("counters", {
+            "step": np.arange(len(rows), dtype=np.int64), "tenant": np.full(len(rows), "prefix_cache_hit_rate", dtype=object),
+            "value": np.array([r[2] / (r[2] + r[3]) for r in rows], dtype=float),
+            "time": np.array([r[1] for r in rows], dtype=float), "lane": pd.Series([""] * len(rows), dtype=object)})
+        counters = hits if not n else pd.concat([counters, hits], ignore_index=True)
     return requests, events, counters
 
 

@@ -109,6 +109,8 @@ def test_errors_refusals_allocations_and_the_pretty_printed_args():
     assert cfg["max_input_tokens"] is None and cfg["model_id"] == "Qwen/Qwen2.5-7B"
     assert r.extra["errors"] == {"count": 2, "rejected": 1}
     assert r.extra["allocations"]["rows"] == [[len(ARGS_NEW) + 3, 0.2, 580, 1023]]
+    hit = log.trace.counters[log.trace.counters["tenant"] == "prefix_cache_hit_rate"]
+    assert hit["value"].round(6).tolist() == [round(580 / 1603, 6)] and hit["time"].tolist() == [0.2]
     kinds = log.trace.events["kind"].tolist()
     assert kinds.count("reject") == 1 and kinds.count("cancel") == 1
     assert any("refused for load" in t for t in r.traits)
