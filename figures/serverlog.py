@@ -283,7 +283,7 @@ def gauges_figure(tr: Trace) -> go.Figure:
 
 def verdict_table(read: dict) -> pd.DataFrame:
     """The reader's verdict, one fact a row (all values as text)."""
-    recs = _records(read)
+    recs = records_of(read)
     what = {"sglang": "batch", "vllm": "stats", "lmdeploy": "stats", "trtllm": "iteration",
             "tgi": "request", "ollama": "request"}.get(read["engine"], "record")
     rows = [("engine", read["engine"]), ("version era", read["era"]),
@@ -301,7 +301,7 @@ def verdict_table(read: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["what", "value"]).astype(str)
 
 
-def _records(read: dict) -> list:
+def records_of(read: dict) -> list:
     """The engine's own records: vLLM's stats lines, TGI's request lines, the others' batch lines."""
     engine = read["engine"]
     return (read["stats"] if engine in ("vllm", "lmdeploy") else read["requests"] if engine in ("tgi", "ollama")
@@ -309,7 +309,7 @@ def _records(read: dict) -> list:
 
 
 def records_table(read: dict) -> pd.DataFrame:
-    recs = _records(read)
+    recs = records_of(read)
     if not recs:
         return pd.DataFrame({"line": pd.Series([], dtype="int64")})
     df = pd.DataFrame([{k: (str(v) if isinstance(v, dict) else v) for k, v in r.items()} for r in recs])

@@ -15,8 +15,8 @@ from pathlib import Path
 import streamlit as st
 
 from figures.animate import from_spec
-from figures.serverlog import (CONFIG, batch_timeline, gauges_figure, records_table, request_timeline, resim_figure,
-                               resim_settings_table, step_timeline, verdict_table)
+from figures.serverlog import (CONFIG, batch_timeline, gauges_figure, records_of, records_table, request_timeline,
+                               resim_figure, resim_settings_table, step_timeline, verdict_table)
 from servers.server_log import LABELS, ServerLog, read_log
 from servers.server_log.resim import resimulate
 from sim.jsonout import dumps_strict
@@ -154,7 +154,7 @@ if ss.get("sl_log_id") != key:   # a new log opens on its own default window, un
     ss["sl_log_id"] = key
     if not SETTINGS.given(WIN.key):
         ss[WIN.key] = None
-recs = read["stats"] if engine in ("vllm", "lmdeploy") else read["batches"]
+recs = records_of(read)
 st.markdown(f"**{plain(name)}** · {size / 1e6:,.2f} MB · **{LABELS[engine]}** · {plain(read['era'])}")
 cols = st.columns(5)
 if engine == "vllm" and read["batches"]:   # --enable-logging-iteration-details: a line per step too

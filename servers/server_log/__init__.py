@@ -15,6 +15,7 @@ be read is counted and shown, not guessed.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from sim.trace import Trace
@@ -23,6 +24,12 @@ from .base import LogRead
 from .detect import LABELS, Verdict, detect
 
 __all__ = ["LABELS", "LogRead", "ServerLog", "Verdict", "detect", "read_log"]
+
+# each engine's reader, imported when a log of it is read (llama-server's goes to its own reader)
+READERS = {"sglang": "servers.sglang_log.reader:SGLangLogReader", "vllm": "servers.vllm_log.reader:VLLMLogReader",
+           "trtllm": "servers.trtllm_log.reader:TRTLLMLogReader", "tgi": "servers.tgi_log.reader:TGILogReader",
+           "lmdeploy": "servers.lmdeploy_log.reader:LMDeployLogReader",
+           "ollama": "servers.ollama_log.reader:OllamaLogReader"}
 
 
 @dataclass
@@ -63,23 +70,13 @@ def read_log(src, name: str = "", engine: str | None = None, progress=None) -> S
     verdict = detect(src)
     which = engine or verdict.engine
     if not which:
-        raise ValueError(f"Not an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy, Ollama or llama-server log: {verdict.reason}.")
+        raise ValueError(f"Not an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy, Ollama or llama-server log: "
+                         f"{verdict.reason}.")
     if which == "llama-server":
         return _llama(src, name, verdict, progress)
     from .build import to_trace
-    if which == "sglang":   # read_sglang_log / read_vllm_log, with the progress callback
-        from servers.sglang_log.reader import SGLangLogReader as Reader
-    elif which == "trtllm":
-        from servers.trtllm_log.reader import TRTLLMLogReader as Reader
-    elif which == "tgi":
-        from servers.tgi_log.reader import TGILogReader as Reader
-    elif which == "lmdeploy":
-        from servers.lmdeploy_log.reader import LMDeployLogReader as Reader
-    elif which == "ollama":
-        from servers.ollama_log.reader import OllamaLogReader as Reader
-    else:
-        from servers.vllm_log.reader import VLLMLogReader as Reader
-    read = Reader(name).read(src, progress=progress)
+    module, cls = READERS[which].split(":")
+    read = getattr(importlib.import_module(module), cls)(name).read(src, progress=progress)
     if verdict.counts.get("llama-server") and which != "llama-server":
         read.extra["llama_server_points"] = verdict.counts["llama-server"]
     if read.other_engine_lines:
