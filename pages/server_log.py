@@ -1,6 +1,6 @@
-"""Server log: upload the log an SGLang or vLLM server already wrote (or a llama-server one) and
-see what the server did: its logged batches, running / waiting / KV usage over time, and what
-the log cannot tell.
+"""Server log: upload the log an SGLang, vLLM, TensorRT-LLM, TGI, LMDeploy or Ollama server already
+wrote (or a llama-server one) and see what the server did: its logged batches, steps or requests,
+running / waiting / KV usage over time, and what the log cannot tell.
 
 A thin page: the log is read by servers.server_log (cached), charts and tables come from
 figures.serverlog, the sample choice lives in the URL (ui.state). Nothing from the log is
