@@ -22,7 +22,6 @@ class LMDeployLogReader(LineReader):
         super().__init__(name)
         self.config: dict = {}
         self.forms: set[str] = set()
-        self.seen_keys: set[tuple] = set()
         self.request_count = 0
         self.python_lines = 0
         self.tm_lines = 0
@@ -59,12 +58,8 @@ class LMDeployLogReader(LineReader):
         spec = rec.pop("spec", None)
         self.forms.add("thr" if "api_routed" in rec or "completed" in rec else "old")
         key = (rec["lane"], t, tuple(sorted((k, repr(v)) for k, v in rec.items())))
-        if key in self.seen_keys:
-            self.out.duplicates += 1
+        if self.seen_before(key):
             return
-        self.seen_keys.add(key)
-        if len(self.seen_keys) > 8192:
-            self.seen_keys.clear()
         self.out.stats.append({"line": no, "time": time, "t": t, "engine": rec.pop("lane"), **rec})
         if spec is not None:
             self.out.spec_decoding.append({"line": no, "time": time, "t": t, **spec})

@@ -211,6 +211,7 @@ class LineReader:
         self.clock = Clock()
         self.seen: set[str] = set()
         self.year_hint: int | None = None
+        self.seen_keys: set[tuple] = set()     # recent records' keys (seen_before)
 
     # -- for subclasses ---------------------------------------------------------------------
     def parse(self, text: str) -> Parsed | None:
@@ -231,6 +232,18 @@ class LineReader:
         if len(self.out.not_understood_examples) < MAX_EXAMPLES:
             t = text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS - 1] + "…"
             self.out.not_understood_examples.append({"line": no, "why": why, "text": t})
+
+    def seen_before(self, key: tuple) -> bool:
+        """Whether a record with this key came lately (then it is counted as a duplicate): several
+        API servers print the same line, a log may be collected twice. The keys of the last 8,192
+        records or so are kept."""
+        if key in self.seen_keys:
+            self.out.duplicates += 1
+            return True
+        self.seen_keys.add(key)
+        if len(self.seen_keys) > 8192:
+            self.seen_keys.clear()
+        return False
 
     def prefix_year(self, prefix: str) -> int | None:
         y = classify(prefix, self.seen)

@@ -29,7 +29,6 @@ class TRTLLMLogReader(LineReader):
         self.config: dict = {}
         self.version: str | None = None
         self.last: dict[str, dict] = {}      # lane -> its latest step (for the next line's device time)
-        self.seen_keys: set[tuple] = set()
         self.http = 0
         self.keys: set[str] = set()
 
@@ -51,12 +50,8 @@ class TRTLLMLogReader(LineReader):
         t = self.clock.at(date, None, hms) if hms else None
         lane = f"rank {rec['rank']}"
         key = (lane, rec["iteration"], t, tuple(rec.get(k) for k in COMPARED))
-        if key in self.seen_keys:     # the same line again: a log collected twice
-            self.out.duplicates += 1
+        if self.seen_before(key):     # the same line again: a log collected twice
             return
-        self.seen_keys.add(key)
-        if len(self.seen_keys) > 8192:
-            self.seen_keys.clear()
         self.keys.update(rec.pop("_keys", ()))
         if rec.pop("_form", None) == "triton":
             self.keys.add("triton")

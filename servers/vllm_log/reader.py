@@ -21,7 +21,6 @@ class VLLMLogReader(LineReader):
 
     def __init__(self, name: str = "") -> None:
         super().__init__(name)
-        self.seen_keys: set[tuple] = set()
         self.keys: set[str] = set()
         self.v0 = False
         self.bracket = {True: 0, False: 0}
@@ -72,20 +71,9 @@ class VLLMLogReader(LineReader):
                 self.keys.add(k)
         if repeat > 1:
             out["repeated"] = repeat
-        if not self._seen((rec["engine"], t, tuple((k, repr(v)) for k, v in rec.items()
+        if not self.seen_before((rec["engine"], t, tuple((k, repr(v)) for k, v in rec.items()
                                                   if k not in ("process", "source")))):
             self.out.stats.append(out)
-
-    def _seen(self, key: tuple) -> bool:
-        """Whether a record with this key came lately (then it is counted as a duplicate): several
-        API servers print the same line, a log may be collected twice."""
-        if key in self.seen_keys:
-            self.out.duplicates += 1
-            return True
-        self.seen_keys.add(key)
-        if len(self.seen_keys) > 8192:
-            self.seen_keys.clear()
-        return False
 
     def _step(self, rec: dict, no: int, time, t, repeat: int) -> None:
         """An Iteration line: one engine step, kept once (the same engine's step number at the same
@@ -93,7 +81,7 @@ class VLLMLogReader(LineReader):
         lane = rec.pop("engine")
         rec.pop("process", None)
         rec.pop("source", None)
-        if self._seen(("iteration", lane, rec["iteration"], t)):
+        if self.seen_before(("iteration", lane, rec["iteration"], t)):
             return
         out = {"line": no, "time": time, "t": t, "kind": "iteration", "lane": lane, **rec}
         if repeat > 1:
