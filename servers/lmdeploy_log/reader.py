@@ -23,7 +23,6 @@ class LMDeployLogReader(LineReader):
         self.config: dict = {}
         self.forms: set[str] = set()
         self.request_count = 0
-        self.python_lines = 0
         self.tm_lines = 0
         self.pending_spec = False
 
@@ -80,7 +79,6 @@ class LMDeployLogReader(LineReader):
         pt = py_time(text) if " - " in text else None
         if pt is None:
             return
-        self.python_lines += 1
         got = request_line(text)
         if got is not None:
             self.request_count += 1
