@@ -229,6 +229,9 @@ class VllmScheduler:
         self._self_preemption_ends = config.self_preemption_ends_running or self.rules.self_preemption_ends_running
         # 0.34 ignores the long-prefill threshold without chunked prefill; older versions still cut at it
         self._threshold_off = not config.enable_chunked_prefill and not self.rules.threshold_without_chunking
+        # 0.11's engine config clears the threshold when chunked prefill is off and prefix caching was not asked for
+        self._threshold_off |= (self.rules.unchunked_uncached_clears_threshold and not config.enable_chunked_prefill
+                                and not config.enable_prefix_caching)
         # up to 0.30 a lone request's chunks are capped at the threshold too; 0.31 on spares it (nobody to starve)
         self._threshold_alone = self.rules.threshold_for_a_lone_request
         self._cursor_follows_any_victim = self.rules.cursor_follows_any_victim
@@ -502,6 +505,7 @@ class VllmScheduler:
             if self._cache_window:
                 self._cache_aware_reorder()
             ctx = None  # made when the loop runs: a full server admits nobody in most steps
+            passed_over = []  # up to 0.11: unchunked prompts over the budget, back at the head after the loop
             while len(self.waiting) and budget > 0 and len(running) < cfg.max_num_seqs:
                 if ctx is None:
                     ctx = _Ctx(self.step, self.running_by_tenant)
@@ -517,7 +521,12 @@ class VllmScheduler:
                 if thr:
                     n = min(n, thr)
                 if not cfg.enable_chunked_prefill and n > budget:
-                    break
+                    if self.rules.unchunked_too_long_passed_over:
+                        # 0.11 tries the requests behind it (0.11.2 scheduler.py:502-508)
+                        self.waiting.remove(seq)
+                        passed_over.append(seq)
+                        continue
+                    break  # 0.12 on: it ends admission, nobody behind it is tried
                 n = min(n, budget)
                 capped = long_left is not None and self.waiting.is_long(seq)
                 if capped:
@@ -542,6 +551,11 @@ class VllmScheduler:
                 budget -= n
                 if capped:
                     long_left -= n
+            # each went to the front of the step's own queue, which then went to the front of the
+            # waiting queue: the last passed over is first (0.11.2 scheduler.py:506, :621-622);
+            # under priority the queue orders them anyway
+            for seq in passed_over:
+                self.waiting.prepend(seq)
 
         plan.entries = list(scheduled.values())
         return self._close_plan(plan, budget, context)

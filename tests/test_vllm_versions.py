@@ -97,23 +97,25 @@ def test_033_cases_under_each_version_whose_rules_agree(name, version):
 
 def test_version_defaults_and_the_rules_table():
     c = SchedulerConfig()
-    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(18, 35))
+    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(11, 35))
     assert (c.async_scheduling, c.cache_aware_admission_window, c.cache_aware_admission_threshold) == (False, 0, 0.5)
     d = c.to_dict()   # left out at their defaults, so configs and traces read as before they existed
     assert not {"vllm_version", "async_scheduling", "cache_aware_admission_window",
                 "cache_aware_admission_threshold"} & set(d)
     assert SchedulerConfig(vllm_version="0.33", async_scheduling=False).to_dict()["vllm_version"] == "0.33"
     r = versions.RULES
-    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 15 + [False, False]
-    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 16 + [False]
-    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 16 + [True]
-    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 17   # tests/test_vllm_older_async.py, _022_031.py
-    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 13 + [False] * 4
-    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 6 + [True] * 11
-    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 6 + [True] * 11
-    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 10 + [True] * 7
-    assert [r[v].full_sequence_check for v in versions.VERSIONS] == [False] + [True] * 16
-    assert versions.async_versions() == versions.named() == "0.18 to 0.34"
+    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 22 + [False, False]
+    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 23 + [False]
+    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 23 + [True]
+    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 24   # tests/test_vllm_older_async.py, _011_031.py
+    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 20 + [False] * 4
+    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 13 + [True] * 11
+    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 13 + [True] * 11
+    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 17 + [True] * 7
+    assert [r[v].full_sequence_check for v in versions.VERSIONS] == [False] * 8 + [True] * 16
+    assert [r[v].unchunked_too_long_passed_over for v in versions.VERSIONS] == [True] + [False] * 23
+    assert [r[v].unchunked_uncached_clears_threshold for v in versions.VERSIONS] == [True] + [False] * 23
+    assert versions.async_versions() == versions.named() == "0.11 to 0.34"
     assert versions.named(["0.32", "0.34"]) == "0.32 and 0.34"
     for given, short in (("0.34", "0.34"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32"), ("v0.33.1", "0.33")):
         assert versions.normalize(given) == short
@@ -133,6 +135,31 @@ def test_threshold_without_chunking_by_version():
     assert first["0.33"] == {"r0": 8, "r1": 8, "r2": 8}
     assert first["0.34"] == {"r0": 30, "r1": 30}   # the third does not fit the budget: admission stops
     assert oracle_jsonl(_threshold_workload()) == oracle_jsonl(_threshold_workload(vllm_version="0.34"))
+
+
+def test_0_11_without_chunking_clears_the_threshold_and_passes_over_a_long_prompt():
+    """vLLM 0.11's engine config sets the threshold to 0 when chunked prefill is off and prefix
+    caching was not asked for, and its waiting loop passes over a prompt over the budget and tries
+    the ones behind it (0.12 on stops admitting). Three prompts of 30 in a budget of 64: 0.11 runs
+    two whole and passes over the third; 0.12 cuts each at 8; with prefix caching on 0.11 cuts too."""
+    first = {v: json.loads(oracle_jsonl(_threshold_workload(vllm_version=v)).splitlines()[0])
+             for v in ("0.11", "0.12")}
+    assert first["0.12"]["scheduled"] == {"r0": 8, "r1": 8, "r2": 8}
+    assert first["0.11"]["scheduled"] == {"r0": 30, "r1": 30} and first["0.11"]["waiting"] == ["r2"]
+    cached = json.loads(oracle_jsonl(_threshold_workload(vllm_version="0.11", enable_prefix_caching=True))
+                        .splitlines()[0])
+    assert cached["scheduled"] == {"r0": 8, "r1": 8, "r2": 8}
+    # prompts behind long ones: 0.11 tries them in the same step, and the passed-over go back to the
+    # head of the queue, the last one passed over first; 0.12 stops at the first long one
+    reqs = [Request(id=i, prompt_len=p, max_tokens=2, arrival_step=0)
+            for i, p in (("a", 30), ("long1", 40), ("long2", 36), ("c", 4), ("d", 50))]
+    wl = Workload(requests=reqs, config={"num_gpu_blocks": 64, "block_size": 4, "max_num_batched_tokens": 64,
+                                         "enable_chunked_prefill": False}, name="skip")
+    step1 = {v: json.loads(oracle_jsonl(wl, {"vllm_version": v}).splitlines()[0]) for v in ("0.11", "0.12")}
+    assert step1["0.12"]["scheduled"] == {"a": 30}   # 40 > 34 left: admission stops
+    assert step1["0.12"]["waiting"] == ["long1", "long2", "c", "d"]
+    assert step1["0.11"]["scheduled"] == {"a": 30, "c": 4}
+    assert step1["0.11"]["waiting"] == ["d", "long2", "long1"]   # d (50 > 30 left) passed over too
 
 
 def test_the_old_self_preemption_key_is_032s_rule():
@@ -247,7 +274,7 @@ def test_gpu_defaults_and_block_recount():
 
 
 @pytest.mark.parametrize("asked, near", [("0.35", "0.34"), ("0.36.1", "0.34"), ("1.0.0", "0.34"),
-                                         ("0.17.1", "0.18"), ("0.8.5", "0.18")])
+                                         ("0.10.2", "0.11"), ("0.8.5", "0.11")])
 def test_a_version_outside_the_checked_ones_runs_under_the_nearest_s_rules_and_says_so(asked, near):
     """A V1 vLLM newer or older than the checked versions: the run is the nearest's, line for
     line, recorded as run under it, with a warning that names both; `sim trace` says it on stderr."""

@@ -24,14 +24,16 @@ from .labels import SCHEDULER_LABELS, plain
 from .state import Setting
 
 VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM versions differ "
-                "(sim/versions.py): up to 0.23 a freed block without a cached prefix is not reused first, "
+                "(sim/versions.py): 0.11 passes over a prompt too long for the budget when chunked prefill is off, "
+                "up to 0.18 admission does not check the whole sequence fits, "
+                "up to 0.23 a freed block without a cached prefix is not reused first, "
                 "up to 0.27 a skipped priority victim makes the running loop pass over the next request, "
                 "up to 0.30 the long-prefill threshold cuts a request that is alone too, "
                 "up to 0.32 the running phase ends when a request preempts itself, 0.34 ignores the threshold "
                 "without chunked prefill.")
 ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
               "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
-              "vLLM 0.18-0.34, with the vLLM scheduler and recompute preemption only.")
+              "vLLM 0.11-0.34, with the vLLM scheduler and recompute preemption only.")
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:

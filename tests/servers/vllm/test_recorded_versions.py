@@ -78,7 +78,7 @@ def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, w
         assert said[0] == ("the header does not say which vLLM ran: what the recorder read is unchecked, and "
                            "it is re-simulated with vLLM 0.34's rules")
     elif warned:
-        assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.18.1 "
+        assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.11.2 "
                                   "to 0.34.0")
 
 
