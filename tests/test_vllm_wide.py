@@ -14,7 +14,14 @@ identical, sync and async.
 - pressure032_090 (vLLM 0.32.0, seed 950000, draw 90): the same, at engine call 54 (r024).
 Of 1,420 such draws traced sync and async (2,840 traces: 980 wide, 360 pressure and 80 of the
 usual profiles at scale 4; 1,520 traces under 0.34.0, 660 under 0.33.0, 660 under 0.32.0),
-these three parted before the mend, all 0.32 async; none after it."""
+these three parted before the mend, all 0.32 async; none after it.
+
+- fork034_001, fork034_030, fork034_022 (vLLM 0.34.0, seed 31000, draws 1, 30 and 22 of `--fork`):
+  prompts given as token ids that share a trunk for a random length, often ending inside a
+  block, then part: prefix hits on partial trunks, under priority with blocks of 4 (42 hits),
+  FCFS with a cache-aware window of 19 and 7 preemptions, and priority with blocks of 32 and 22
+  preemptions. None of 200 such traces under 0.34.0, 80 under 0.33.0 and 80 under 0.11.2 parted
+  (session of 2026-12-06); these three are kept to hold the profile."""
 import gzip
 import json
 import sys
@@ -35,8 +42,9 @@ import make_random  # noqa: E402  (plain Python: vLLM is imported only to trace)
 
 # name -> (vLLM version, seed, draw); the profile is the name's head
 DRAWS = {"wide032_024": ("0.32", 779000, 24), "wide032_017": ("0.32", 920000, 17),
-         "pressure032_090": ("0.32", 950000, 90)}
-MAKE = {"wide": make_random.draw_wide, "pressure": make_random.draw_pressure}
+         "pressure032_090": ("0.32", 950000, 90), "fork034_001": ("0.34", 31000, 1),
+         "fork034_030": ("0.34", 31000, 30), "fork034_022": ("0.34", 31000, 22)}
+MAKE = {"wide": make_random.draw_wide, "pressure": make_random.draw_pressure, "fork": make_random.draw_fork}
 CASES = [(name, mode) for name in DRAWS for mode in ("sync", "async")]
 
 

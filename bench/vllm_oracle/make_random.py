@@ -273,6 +273,47 @@ def draw_dup(k: int, seed: int, version: str = "0.34") -> dict:
     return {"config": cfg, "requests": reqs}
 
 
+def draw_fork(k: int, seed: int, version: str = "0.34") -> dict:
+    """A draw of forking prompts (to hunt): 8-60 prompts given as token ids that share a trunk (1-5
+    trunks of up to 400 tokens) for a random length, often ending mid-block, then go their own way;
+    prefix caching on, block sizes 1-32, budgets down to one token, 1-64 lanes."""
+    rng = random.Random(seed * 7919 + k)
+    bs = rng.choice([1, 2, 4, 4, 8, 16, 16, 32])
+    n = rng.randint(8, 60)
+    trunks = [[rng.randrange(10, 32000) for _ in range(rng.randint(1, 400))] for _ in range(rng.randint(1, 5))]
+    reqs = []
+    for i, at in enumerate(sorted(_arrivals(rng, n))):
+        trunk = rng.choice(trunks)
+        keep = rng.randint(0, len(trunk))
+        tail = [rng.randrange(10, 32000) for _ in range(rng.choice([0, 0, 1, 3, rng.randint(1, 200)]))]
+        ids = trunk[:keep] + tail or [rng.randrange(10, 32000)]
+        reqs.append({"id": f"f{i:03d}", "arrival_step": at, "prompt_len": len(ids), "prompt_token_ids": ids,
+                     "max_tokens": rng.choice([1, 2, 3]) if rng.random() < 0.3 else rng.randint(1, 60)})
+    policy = "priority" if rng.random() < 0.4 else "fcfs"
+    if policy == "priority":
+        for r in reqs:
+            r["priority"] = rng.choice([0, 0, 1, 2, -1])
+    longest = max(r["prompt_len"] + r["max_tokens"] for r in reqs)
+    chunked = rng.random() < 0.8
+    max_seqs = rng.choice([1, 2, 3, 4, 8, 16, 64])
+    budget = rng.choice([1, 2, 4, 8, 16, 33, 64, 128, 512]) if chunked else longest + rng.randint(0, 300)
+    budget = max(budget, max_seqs)
+    need = -(-longest // bs)
+    blocks = need + 1 + (rng.randint(0, need // 2 + 1) if rng.random() < 0.6 else rng.randint(need, 5 * need))
+    cfg = {"num_gpu_blocks": blocks, "block_size": bs, "max_num_batched_tokens": budget, "max_num_seqs": max_seqs,
+           "policy": policy, "enable_prefix_caching": True, "enable_chunked_prefill": chunked,
+           "long_prefill_token_threshold": rng.choice([0, 0, 0, 1, 3, 16, 100]),
+           "scheduler_reserve_full_isl": rng.random() < 0.7}
+    if has_watermark(version) and rng.random() < 0.3:
+        cfg["watermark"] = rng.choice([0.01, 0.05, 0.1])
+        _keep_startable(cfg, need)
+    if version == "0.34" and policy == "fcfs" and rng.random() < 0.3:
+        cfg["cache_aware_admission_window"] = rng.randint(1, 20)
+        cfg["cache_aware_admission_threshold"] = rng.choice([0.0, 0.3, 0.5, 0.9])
+    cfg["vllm_version"] = version
+    return {"config": cfg, "requests": reqs}
+
+
 PROFILES = {"rand034": draw, "tight034": draw_tight, "tiny034": draw_tiny}
 
 
@@ -317,6 +358,8 @@ def main(argv=None) -> int:
                     help="instead: this many draws of draw_pressure (wide draws under pressure; pressure<v>_<k>)")
     ap.add_argument("--dup", type=int, default=0,
                     help="instead: this many draws of draw_dup (repeated prompts; dup<v>_<k>)")
+    ap.add_argument("--fork", type=int, default=0,
+                    help="instead: this many draws of draw_fork (prompts that share a trunk then part; fork<v>_<k>)")
     ap.add_argument("--vllm", default="0.34", choices=tuple(f"0.{m}" for m in range(34, 10, -1)),
                     help="0.33 or 0.32: the same draws without cache-aware admission (they have none), traced "
                          "with that vLLM's AsyncScheduler only; named rand033a_<k> etc. "
@@ -333,11 +376,12 @@ def main(argv=None) -> int:
     todo = [(f"rand034_{k:02d}", draw(k, a.seed, a.scale)) for k in range(a.count)]
     todo += [(f"{p}_{k:02d}", PROFILES[p](k, a.seed)) for p in ("tight034", "tiny034") for k in range(a.extra)]
     modes = (("sync", False), ("async", True))
-    if a.wide or a.pressure or a.dup:
+    if a.wide or a.pressure or a.dup or a.fork:
         v = a.vllm.replace(".", "")
         todo = [(f"wide{v}_{k:03d}", draw_wide(k, a.seed, a.vllm)) for k in range(a.wide)]
         todo += [(f"pressure{v}_{k:03d}", draw_pressure(k, a.seed, a.vllm)) for k in range(a.pressure)]
         todo += [(f"dup{v}_{k:03d}", draw_dup(k, a.seed, a.vllm)) for k in range(a.dup)]
+        todo += [(f"fork{v}_{k:03d}", draw_fork(k, a.seed, a.vllm)) for k in range(a.fork)]
         if not has_watermark(a.vllm):
             for _, wl in todo:
                 wl["config"].pop("watermark", None)
