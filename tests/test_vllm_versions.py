@@ -287,6 +287,15 @@ def test_a_version_outside_the_checked_ones_runs_under_the_nearest_s_rules_and_s
     assert "warnings" not in simulate(wl, {"vllm_version": near}).meta
 
 
+def test_the_sentence_for_0_10_names_what_it_is_known_to_decide_otherwise():
+    """0.10.2's own classes were run (the harness) and part from 0.11's rules in two known ways:
+    the sentence names them, in the same one sentence; a version with nothing known says none."""
+    said = versions.unchecked("0.10.2")
+    assert "follows 0.11's rules" in said and "last token is in flight" in said and "victim" in said
+    assert "\n" not in said and ". " not in said
+    assert "flight" not in versions.unchecked("0.9.1") and "flight" not in versions.unchecked("0.35")
+
+
 def test_sim_trace_says_which_rules_an_unchecked_version_borrows(tmp_path):
     wl = json.loads((V034 / "v034_cacheaware_9402.workload.json").read_text())
     wl["config"].update(vllm_version="0.35.0", cache_aware_admission_window=0)
