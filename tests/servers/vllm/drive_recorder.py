@@ -8,7 +8,9 @@ beside the harness's own.
 --async: vLLM's AsyncScheduler class (AsyncRecordingScheduler). --pipeline: as the engine's batch
 queue runs it with async scheduling: step k+1 is scheduled before step k's output is applied.
 --plain: the plain scheduler, no recorder (to time the recorder's own cost: prints the seconds
-spent in schedule() and update_from_output()).
+spent in schedule() and update_from_output()). --as-old: the recorder as it runs inside vLLM 0.15
+and before, which keep no Request.is_prefill_chunk (it notes the chunks itself), and 0.11, which
+preempts inline (it notes a victim where it re-enters the waiting queue, not in _preempt_request).
 """
 from __future__ import annotations
 
@@ -102,6 +104,27 @@ def run_pipelined(workload: dict, out) -> int:
     return step
 
 
+def _as_old(recorder) -> None:
+    """The recorder's paths for vLLMs without is_prefill_chunk or _preempt_request, on this one."""
+    added, init = recorder._Recorder.added, recorder._Recording.__init__
+
+    def flagless_added(self, req):
+        added(self, req)
+        self.flagless = True
+
+    def inline_init(self, *a, **kw):
+        init(self, *a, **kw)
+        if self._rec is not None:
+            self._watch_inline_preemption()
+
+    def unnoted_preempt(self, request, *a, **kw):
+        return super(recorder._Recording, self)._preempt_request(request, *a, **kw)
+
+    recorder._Recorder.added = flagless_added
+    recorder._Recording.__init__ = inline_init
+    recorder._Recording._preempt_request = unnoted_preempt
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workload")
@@ -110,6 +133,7 @@ def main() -> None:
     ap.add_argument("--async", dest="is_async", action="store_true")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--as-old", action="store_true")
     a = ap.parse_args()
     import os
     os.environ["SCHEDLAB_VLLM_TRACE"] = a.recording
@@ -117,6 +141,8 @@ def main() -> None:
         from vllm.v1.core.sched.scheduler import Scheduler as cls
     else:
         from servers.vllm import recorder
+        if a.as_old:
+            _as_old(recorder)
         cls = recorder.AsyncRecordingScheduler if a.is_async else recorder.RecordingScheduler
     _patch(cls)
     wl = json.loads(Path(a.workload).read_text())

@@ -60,6 +60,26 @@ def test_async_scheduler_pipelined_steps_pair_with_their_own_updates(tmp_path):
     assert (tr.kv["op"] == "acquire").sum() == (tr.kv["op"] == "release").sum() > 0
 
 
+@pytest.mark.parametrize("case,flags", [("priority_preempt", ()), ("preempt_fcfs", ("--async", "--pipeline")),
+                                        ("prefix_cache_on", ("--async", "--pipeline"))])
+def test_the_recorders_paths_for_old_vllms_record_the_same_steps(tmp_path, case, flags):
+    """vLLM 0.15 and before keep no Request.is_prefill_chunk and 0.11 preempts inline: the
+    recorder's own chunk test and its hook on the waiting queue, forced on inside 0.32.0
+    (--as-old), give the steps its usual paths give: who ran, who sampled, who was preempted."""
+    def steps(path):
+        rec = read_recording(path)
+        assert rec.warnings == []
+        return [(s["sched"], s["sampled"], s["pre"]) for s in rec.steps]
+
+    (tmp_path / "usual").mkdir()
+    (tmp_path / "old").mkdir()
+    usual, _ = drive(tmp_path / "usual", case, *flags)
+    old, _ = drive(tmp_path / "old", case, *flags, "--as-old")
+    mine, theirs = steps(old), steps(usual)
+    assert mine == theirs and len(mine) > 10
+    assert any(pre for _, _, pre in theirs) and any(len(sampled) < len(ran) for ran, sampled, _ in theirs)
+
+
 def test_a_capped_recording_rotates_and_each_file_reads_alone(tmp_path):
     rec_path, _ = drive(tmp_path, "random_fcfs_500", env={"SCHEDLAB_VLLM_MAX_MB": "0.05", "SCHEDLAB_VLLM_KEEP": "2"})
     files = sorted(tmp_path.glob(rec_path.name + "*"))
