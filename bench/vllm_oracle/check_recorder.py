@@ -30,6 +30,7 @@ DRAWS = ROOT / "tests" / "fixtures" / "vllm034_random"
 def _record(out: Path, workloads: list[str]) -> None:
     """Child, on the vLLM's Python: write OUT/<name>.<mode>.jsonl for each workload."""
     sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "fixtures" / "vllm")]
+    import make_random
     import trace034   # vLLM's CPU environment (set before vLLM is imported), its loop (0.11-0.34, sync and async)
     from vllm import __version__ as version
     import vllm.v1.core.sched.async_scheduler as async_mod
@@ -55,7 +56,7 @@ def _record(out: Path, workloads: list[str]) -> None:
         if not version.startswith("0.34"):
             cfg.pop("cache_aware_admission_window", None)
             cfg.pop("cache_aware_admission_threshold", None)
-        if int(version.split(".")[1]) < 24:
+        if not make_random.has_watermark(version):
             cfg.pop("watermark", None)   # (it came in 0.24)
         name = Path(path).name.removesuffix(".workload.json")
         for mode in ("sync", "async"):
