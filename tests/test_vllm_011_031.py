@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle_diff import assert_same_lines
-from sim.simulate import oracle_jsonl
+from oracle_diff import assert_same_lines, fixture_workload, simulated_lines, traced_lines
 from sim.versions import rules
 from sim.workload import Workload
 
@@ -41,16 +40,14 @@ import make_random  # noqa: E402  (plain Python: vLLM is imported only to trace)
 
 
 def _workload(version: str, name: str) -> Workload:
-    return Workload.load(str(DIRS[version] / f"{name}.workload.json"))
+    return fixture_workload(DIRS[version], name)
 
 
 def _theirs(version: str, name: str, mode: str) -> list[str]:
-    return gzip.decompress((DIRS[version] / f"{name}.{mode}.vllm.jsonl.gz").read_bytes()).decode().splitlines()
+    return traced_lines(DIRS[version], name, mode)
 
 
-def _ours(wl: Workload, mode: str, version: str | None = None) -> list[str]:
-    over = {"async_scheduling": mode == "async", **({"vllm_version": version} if version else {})}
-    return oracle_jsonl(wl, over).splitlines()
+_ours = simulated_lines
 
 
 def test_the_draws_are_the_generators_without_admission():

