@@ -76,9 +76,24 @@ and before want ModelRunnerOutput's logprobs, prompt_logprobs_dict and pooler_ou
 and before find the CPU platform only from a distribution named vllm whose version has "cpu" in
 it (a METADATA file beside the wheel's says so); 0.11 wants the sampled ids as numpy arrays, and
 preempts inside schedule() without a method to hook (the victim is noted where it re-enters the
-waiting queue). 0.10.2 runs as well (its CPU platform's block-size check is left out while the
-config is built, it takes no block size and wants FullAttentionSpec's use_mla; compressed-tensors
-and loguru in the venv), though the simulator does not follow its rules (sim/versions.py).
+waiting queue). 0.10.2, 0.10.1.1 and 0.10.0 run as well (their CPU platform's block-size check is
+left out while the config is built, they take no block size and want FullAttentionSpec's use_mla,
+0.10.1 and before the multimodal inputs and draft tokens given as none; compressed-tensors and
+loguru in the venv), and so do 0.9.2, 0.9.1, 0.9.0.1 and 0.8.5, sync only (AsyncScheduler came in
+0.10), beside transformers 4.53.3 (tokenizers 0.21.4, huggingface_hub 0.34.4) first on the path,
+as the newer one has a config of the name they register: the KV cache manager hashes the blocks
+itself (no block hasher), the Request takes no priority before 0.9.2 (a priority workload is
+refused) nor an arrival time in 0.9.1, 0.9.1 and before keep the waiting queue in a deque and
+advance the requests inside schedule() (the chunks are told from the requests after it), their
+StructuredOutputManager loads the tokenizer (it is given none: no request here has a grammar),
+0.8's ModelConfig wants its task, tokenizer, tokenizer_mode and trust_remote_code, its KV cache
+config names its tensors `tensors`, and its update_from_output gives one EngineCoreOutputs. These
+seven all ran on this machine's CPU torch 2.13.0: the harness needs torch only to import. 0.9.2 to
+0.10.1 stop with an AssertionError when the priority policy preempts a request already scheduled
+in the step (their engine dies there); `make_random.py` leaves such draws out, and trace() lets
+the error through. With `drain`, trace() applies the batches still queued when the last request
+finishes (0.10 has one left: it scheduled that request once more), unwritten, as a serving engine
+goes on to do; check_recorder.py asks for it.
 
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 

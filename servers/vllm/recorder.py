@@ -94,7 +94,7 @@ def _settings(s) -> dict:
         "scheduler_reserve_full_isl": bool(getattr(sc, "scheduler_reserve_full_isl", True)),
         "watermark": float(getattr(sc, "watermark", 0.0) or 0.0),
         "max_model_len": int(s.max_model_len),
-        "async_scheduling": bool(sc.async_scheduling),
+        "async_scheduling": bool(getattr(sc, "async_scheduling", False)),   # (0.9 and before: none)
         **_admission(sc),
     }
 
@@ -107,6 +107,13 @@ def _admission(sc) -> dict:
         return {}
     return {"cache_aware_admission_window": int(window),
             "cache_aware_admission_threshold": float(getattr(sc, "cache_aware_admission_threshold", 0.5))}
+
+
+def _arrival(req) -> float:
+    """When the front end received the request (Unix seconds); 0.9.1 and before keep no arrival
+    time on the scheduler's Request: then now, when it is added."""
+    t = getattr(req, "arrival_time", None)
+    return time.time() if t is None else float(t)
 
 
 def _finite(obj):
@@ -188,6 +195,9 @@ class _Recorder:
         # that leave tokens for later itself (see _Recording._update_after_schedule)
         self.flagless = False
         self.chunks: set[str] = set()
+        # 0.9.1 and before advance each request inside schedule() (no _update_after_schedule): the
+        # chunks are told from the requests after it
+        self.advanced = not hasattr(Scheduler, "_update_after_schedule")
         try:   # the first KV cache group's block lists (full attention: the one group)
             self.req_blocks = sched.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
         except (AttributeError, IndexError):   # another vLLM: no block ids, the rest is recorded
@@ -220,8 +230,8 @@ class _Recorder:
         self.flagless = not hasattr(req, "is_prefill_chunk")
         sp = req.sampling_params
         line = {"kind": "add", "i": i, "id": rid, "prompt_len": int(req.num_prompt_tokens),
-                "max_tokens": int(req.max_tokens), "priority": int(req.priority),
-                "arrival": round((float(req.arrival_time) - self.t0) * 1000.0, 3),
+                "max_tokens": int(req.max_tokens), "priority": int(getattr(req, "priority", 0)),   # 0.9.1-: none
+                "arrival": round((_arrival(req) - self.t0) * 1000.0, 3),
                 "added": self.ms(time.perf_counter()), "before_step": self.step + 1}
         if sp is not None and getattr(sp, "ignore_eos", False):
             line["ignore_eos"] = True
@@ -241,7 +251,11 @@ class _Recorder:
             r = reqs[rid]
             i = self.index[rid]
             sched.append([i, int(n), int(r.num_computed_tokens - n)])
-            if not (rid in self.chunks if self.flagless else r.is_prefill_chunk):
+            if self.advanced:   # 0.9.1 and before (sync only): a chunk ends short of the known tokens
+                chunk = r.num_computed_tokens < r.num_tokens
+            else:
+                chunk = rid in self.chunks if self.flagless else r.is_prefill_chunk
+            if not chunk:
                 sampled.append(i)
             if req_blocks is not None:
                 have = req_blocks.get(rid)
@@ -290,8 +304,9 @@ class _Recorder:
         step["t"][3] = self.ms(t)
         step["free"] = int(self.pool.get_num_free_blocks())
         if self.count_cached:
+            null = self.pool.null_block   # (0.8's blocks have no is_null)
             step["cached_free"] = sum(1 for b in self.pool.blocks
-                                      if b.ref_cnt == 0 and not b.is_null and b.block_hash is not None)
+                                      if b.ref_cnt == 0 and b is not null and b.block_hash is not None)
         idx = self.index
         running = [idx[r.request_id] for r in s.running]
         holding = getattr(s, "kv_holding_waiting", ())
@@ -355,6 +370,9 @@ class _Recording:
         marked PREEMPTED, goes to the head of the waiting queue (0.11.2 scheduler.py:321-331),
         so that is where it is noted."""
         from vllm.v1.request import RequestStatus
+        if not hasattr(self.waiting, "prepend_request"):
+            self._watch_deque_queue()
+            return
         prepend = self.waiting.prepend_request
 
         def prepend_request(request):
@@ -362,6 +380,20 @@ class _Recording:
                 self._note_preempted(request)
             return prepend(request)
         self.waiting.prepend_request = prepend_request
+
+    def _watch_deque_queue(self) -> None:
+        """vLLM 0.9.1 and before keep the waiting queue in a deque, and the victim goes back by
+        appendleft (0.8.5 scheduler.py:232): the queue becomes one of a subclass of its own class
+        that notes what comes back preempted (the same requests, the same order)."""
+        from vllm.v1.request import RequestStatus
+        note = self._note_preempted
+
+        class NotingQueue(type(self.waiting)):
+            def appendleft(self, request):
+                if request.status == RequestStatus.PREEMPTED:
+                    note(request)
+                return super().appendleft(request)
+        self.waiting = NotingQueue(self.waiting)
 
     def _rec_failed(self) -> None:
         log.exception("schedlab recorder failed and is off from now on; the server is not affected")

@@ -11,6 +11,8 @@ queue runs it with async scheduling: step k+1 is scheduled before step k's outpu
 spent in schedule() and update_from_output()). --as-old: the recorder as it runs inside vLLM 0.15
 and before, which keep no Request.is_prefill_chunk (it notes the chunks itself), and 0.11, which
 preempts inline (it notes a victim where it re-enters the waiting queue, not in _preempt_request).
+--as-oldest: and as inside 0.9.1 and before (sync), which advance the requests inside schedule()
+and keep the waiting queue in a deque.
 """
 from __future__ import annotations
 
@@ -125,6 +127,27 @@ def _as_old(recorder) -> None:
     recorder._Recording._preempt_request = unnoted_preempt
 
 
+def _as_oldest(recorder) -> None:
+    """Those paths and the ones for vLLMs without _update_after_schedule and with a deque for a
+    waiting queue (0.9.1 and before, sync only), on this one: chunks told after schedule(), victims
+    noted where the queue takes them back."""
+    init = recorder._Recording.__init__
+    _as_old(recorder)
+    added = recorder._Recorder.added
+
+    def advanced_added(self, req):
+        added(self, req)
+        self.advanced = True
+
+    def deque_init(self, *a, **kw):
+        init(self, *a, **kw)
+        if self._rec is not None:
+            self._watch_deque_queue()
+
+    recorder._Recorder.added = advanced_added
+    recorder._Recording.__init__ = deque_init
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workload")
@@ -134,6 +157,7 @@ def main() -> None:
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--plain", action="store_true")
     ap.add_argument("--as-old", action="store_true")
+    ap.add_argument("--as-oldest", action="store_true")
     a = ap.parse_args()
     import os
     os.environ["SCHEDLAB_VLLM_TRACE"] = a.recording
@@ -141,7 +165,9 @@ def main() -> None:
         from vllm.v1.core.sched.scheduler import Scheduler as cls
     else:
         from servers.vllm import recorder
-        if a.as_old:
+        if a.as_oldest:
+            _as_oldest(recorder)
+        elif a.as_old:
             _as_old(recorder)
         cls = recorder.AsyncRecordingScheduler if a.is_async else recorder.RecordingScheduler
     _patch(cls)

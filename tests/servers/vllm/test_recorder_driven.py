@@ -80,6 +80,20 @@ def test_the_recorders_paths_for_old_vllms_record_the_same_steps(tmp_path, case,
     assert any(pre for _, _, pre in theirs) and any(len(sampled) < len(ran) for ran, sampled, _ in theirs)
 
 
+@pytest.mark.parametrize("case", ["preempt_fcfs", "prefix_cache_on", "preempt_fcfs_no_full_isl"])   # (FCFS only then)
+def test_the_recorders_paths_for_the_oldest_vllms_record_the_same_steps(tmp_path, case):
+    """vLLM 0.9.1 and before (sync only) advance the requests inside schedule() and keep the waiting
+    queue in a deque: the recorder tells the chunks after schedule() and notes a victim where the
+    deque takes it back. Forced on inside 0.32.0 (--as-oldest), they give its usual steps."""
+    (tmp_path / "usual").mkdir()
+    (tmp_path / "old").mkdir()
+    usual, _ = drive(tmp_path / "usual", case)
+    old, _ = drive(tmp_path / "old", case, "--as-oldest")
+    mine, theirs = ([(s["sched"], s["sampled"], s["pre"]) for s in read_recording(p).steps] for p in (old, usual))
+    assert mine == theirs and len(mine) > 10
+    assert any(pre for _, _, pre in theirs) and any(len(sampled) < len(ran) for ran, sampled, _ in theirs)
+
+
 def test_a_capped_recording_rotates_and_each_file_reads_alone(tmp_path):
     rec_path, _ = drive(tmp_path, "random_fcfs_500", env={"SCHEDLAB_VLLM_MAX_MB": "0.05", "SCHEDLAB_VLLM_KEEP": "2"})
     files = sorted(tmp_path.glob(rec_path.name + "*"))
