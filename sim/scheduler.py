@@ -225,8 +225,7 @@ class VllmScheduler:
 
     def __init__(self, config: SchedulerConfig, max_model_len: int, keep_tokens: bool = False):
         self.rules = rules(config.vllm_version)  # what differs between vLLM versions (sim/versions.py)
-        if not config.enable_chunked_prefill and not self.rules.unchunked_prefill:
-            # 0.8's scheduler has no unchunked path: it chunks as with the setting on
+        if not config.enable_chunked_prefill and not self.rules.unchunked_prefill:   # 0.8: it chunks anyway
             config = replace(config, enable_chunked_prefill=True)
         self.cfg = config
         self._self_preemption_ends = config.self_preemption_ends_running or self.rules.self_preemption_ends_running
@@ -460,9 +459,8 @@ class VllmScheduler:
                 n = thr
             if n > budget:
                 n = budget
-            # the input position stays below max_model_len (binds only in 0.10's async mode, which
-            # schedules a request whose last token is in flight: in sync a running request always
-            # has num_tokens < max_model_len, since update() finishes it there)
+            # the input position stays below max_model_len (binds only where 0.10's async mode schedules a
+            # request whose last token is in flight: update() finishes a request at max_model_len)
             if n > self.max_model_len - 1 - seq.num_computed:
                 n = self.max_model_len - 1 - seq.num_computed
             capped = long_left is not None and n > 1 and self.waiting.is_long(seq)
@@ -480,10 +478,9 @@ class VllmScheduler:
                 del running[k]
                 rescind = victim.id in scheduled and self._rescinds_victim
                 if k < i and (rescind or self._cursor_follows_any_victim):
-                    # the loop's place moves with the list (scheduler.py: victim_index < req_index),
-                    # whether the victim was scheduled or skipped (async: its last token in flight);
-                    # up to 0.27 only for a scheduled one, so the request after a skipped one is
-                    # passed over; 0.10 never moves it
+                    # the loop's place moves with the list (scheduler.py: victim_index < req_index), whether the
+                    # victim was scheduled or skipped (async: its last token in flight); up to 0.27 only for a
+                    # scheduled one, so the request after a skipped one is passed over; 0.10 never moves it
                     i -= 1
                 if rescind:  # priority victims may already hold this step's tokens
                     e = scheduled.pop(victim.id)
@@ -492,13 +489,11 @@ class VllmScheduler:
                     victim.num_computed = e.computed_before
                 self._preempt(victim, plan)
                 if victim.id in scheduled and not rescind:
-                    # 0.10 leaves its tokens in the step and the budget spent (0.10.2
-                    # scheduler.py:259-266 only drops it from scheduled_running_reqs), and the step's
-                    # end still adds them to its computed tokens, which preemption had reset to 0
-                    e = scheduled[victim.id]
-                    victim.num_computed = e.tokens
+                    # 0.10 leaves its tokens in the step, the budget spent (0.10.2 scheduler.py:259-267), and
+                    # the step's end adds them to its computed tokens, which preemption had reset to 0
+                    victim.num_computed = kept = scheduled[victim.id].tokens
+                    scheduled[victim.id] = self._entry(victim, kept, 0)
                     self.victims_kept.append(self.step)
-                    scheduled[victim.id] = self._entry(victim, e.tokens, 0)
                 if victim is seq:
                     break
             else:

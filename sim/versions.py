@@ -257,10 +257,6 @@ _BEFORE_092 = "no priority policy, every prompt chunked: both came in 0.9.2"
 PATCH_RULES = {(0, 9, 0): ("0.8", _BEFORE_092), (0, 9, 1): ("0.8", _BEFORE_092)}
 
 
-def _parse(version) -> tuple[int, int]:
-    return _parse_patch(version)[:2]
-
-
 def _parse_patch(version) -> tuple[int, int, int | None]:
     m = _VERSION.match(version.strip()) if isinstance(version, str) else None
     if m is None:

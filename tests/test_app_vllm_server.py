@@ -124,8 +124,8 @@ def test_a_vllm_0_32_async_recording_is_re_made_with_0_32_s_rules_async():
 
 @pytest.mark.parametrize("data,says", [
     (lambda: _with_header("priority.jsonl.gz", vllm="0.6.3"),
-     "This recording is of vLLM 0.6.3, whose scheduler the simulator does not reproduce (it follows vLLM 0.11 "
-     "to 0.34, and any V1 version by the nearest of them): it can be played back but not re-simulated."),
+     "This recording is of vLLM 0.6.3, whose scheduler the simulator does not reproduce (it follows vLLM 0.8 "
+     "to 0.34, and a later one by the newest of them): it can be played back but not re-simulated."),
 ])
 def test_a_recording_without_rules_is_played_back_with_one_sentence(data, says):
     """No rules for the vLLM that made it: one plain sentence, never a traceback; playback stays,

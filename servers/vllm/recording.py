@@ -190,7 +190,7 @@ def mode_config(rec: Recording) -> dict:
         except ValueError:
             named = v if isinstance(v, str) and len(v) <= 40 else shown(v)
             raise ValueError(f"this recording is of vLLM {named}, whose scheduler the simulator does not "
-                             f"reproduce (it follows vLLM {versions.named()}, and any V1 version by the nearest "
+                             f"reproduce (it follows vLLM {versions.named()}, and a later one by the newest "
                              f"of them): it can be played back but not re-simulated") from None
     if is_async(rec):
         out["async_scheduling"] = True
