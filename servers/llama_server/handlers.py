@@ -277,7 +277,9 @@ class Handlers:
         self._step_error(m.group("ofull").decode("utf-8", "replace").strip(), data, s)
 
     def _h_decerr(self, m, data, s):
-        self._step_error(m.group("de_msg").decode("utf-8", "replace").strip(), data, s)
+        msg = m.group("de_msg").decode("utf-8", "replace").strip()
+        stage = m.group("de_stage")   # newer builds: the step failed before or after llama_decode
+        self._step_error(f"{stage.decode()}decode() failed: {msg}" if stage else msg, data, s)
 
     def _h_uother(self, m, data, s):
         e = m.end()
@@ -314,7 +316,7 @@ class Handlers:
     def _h_defer(self, m, data, s):
         t = self._task(int(m.group("df_t")))
         t.deferred += 1
-        self._event(self.n_steps + 1, self._ts(data, s), t.key, "defer", "no slot is available")
+        self._event(self.n_steps + 1, self._ts(data, s), t.key, "defer", m.group("df_why").decode())
 
     def _h_popdef(self, m, data, s):
         t = self._task(int(m.group("pd_t")))

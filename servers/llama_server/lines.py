@@ -74,7 +74,7 @@ def _families(guarded: bool):
         rb"|(?P<runs>run slots completed)"
         rb"|(?P<ofail>failed to find free space in the KV cache, retrying with smaller batch size[^\n]*?, i = (?P<of_i>-?\d{1,15}), n_batch = (?P<of_b>\d{1,15}))"
         rb"|(?P<ofull>(?:failed to decode the batch|" + _DECODE_ERRORS + rb")[^\n]*)"
-        rb"|(?P<decerr>decode\(\) failed: (?P<de_msg>[^\n]*))"
+        rb"|(?P<decerr>(?P<de_stage>pre_|post_)?decode\(\) failed: (?P<de_msg>[^\n]*))"
         rb"|(?P<uother>))"
         rb"|      decode: (?:(?P<eff>n_batch \(effective\) = (?P<eff_b>\d{1,15}), off = (?P<eff_o>\d{1,15}))"
         rb"|(?P<nfail>failed to find free space in the KV cache, retrying with smaller batch size, off = (?P<nf_o>\d{1,15}), n_batch = (?P<nf_b>\d{1,15}))"
@@ -82,12 +82,16 @@ def _families(guarded: bool):
         rb"|(?P<dother>))"
         rb"|  send_error: (?P<senderr>task id = (?P<se_t>\d{1,15}), error: (?P<se_msg>[^\n]*))"
         rb"|(?:        stop|cancel_tasks): (?P<cancel>cancel task, id_task = (?P<ca_t>\d{1,15}))"
-        rb"|process_sing: (?P<defer>no slot is available, defer task, id_task = (?P<df_t>\d{1,15}))"
+        # deferred: no free slot; the slot it is pinned to (id_slot) is busy; too few free slots for
+        # its child tasks (n_cmpl > 1, builds from 2026)
+        rb"|process_sing: (?P<defer>(?P<df_why>no slot is available|requested slot is unavailable"
+        rb"|not enough free slots for child tasks, n_free = \d{1,15}, n_children = \d{1,15}), defer task, "
+        rb"id_task = (?P<df_t>\d{1,15}))"
         rb"|  load_model: (?P<loadm>loading model)"
         rb"|(?:  load_model|        init): (?P<nslots>initializing(?: slots)?, n_slots = (?P<nsl>\d{1,15})))")
     que = re.compile(
         rb"que  " + guard(b"que  ") + rb"(?:yield_to_que: (?P<ydone>done yielding)"
-        rb"|pop_deferred: (?P<popdef>pop deferred task, id_task = (?P<pd_t>\d{1,15}))"
+        rb"|pop_deferred: (?P<popdef>pop deferred task(?: \(use slot \d{1,15}\))?, id_task = (?P<pd_t>\d{1,15}))"
         rb"|        post: (?P<arr>new task, id = (?P<ar_t>\d{1,15})/\d+, front = 0))")
     return slot, srv, que
 
@@ -161,6 +165,12 @@ IGNORED_SLOT = (
     b"prompt processing, n_tokens", b"max possible draft", b"reusing chunk", b"n_past was set to",
     b"draft acceptance", b"new slot", b"cache state", b"\r", b"\n", b"restored", b"saved", b"checkpoint",
     b"trying to reuse", b"after context reuse",
+    # builds of late 2026: child tasks, speculative decoding's per-step lines, context checkpoints,
+    # the radix cache, media chunks
+    b"waiting for parent slot", b"accepted ", b"add accepted tokens", b"created speculative checkpoint",
+    b"restoring speculative checkpoint", b"acc per pos", b"erasing ", b"superseding", b"checking checkpoint",
+    b"appended ", b"encoding mtmd", b"try adding media", b"selected empty slot", b"radix alias",
+    b"cache reuse is not supported",
 )
 IGNORED_SRV = (b"all slots are idle", b"run slots completed", b"posting", b"decoding batch",
                b"no tokens to decode")

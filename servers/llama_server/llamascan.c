@@ -132,11 +132,16 @@ static const char *const IGNORED_SLOT[] = {
     "prompt token", "created context checkpoint", "erased invalidated", "restored context checkpoint",
     "prompt processing, n_tokens", "max possible draft", "reusing chunk", "n_past was set to",
     "draft acceptance", "new slot", "cache state", "\r", "\n", "restored", "saved", "checkpoint",
-    "trying to reuse", "after context reuse", 0};
+    "trying to reuse", "after context reuse",
+    "waiting for parent slot", "accepted ", "add accepted tokens", "created speculative checkpoint",
+    "restoring speculative checkpoint", "acc per pos", "erasing ", "superseding", "checking checkpoint",
+    "appended ", "encoding mtmd", "try adding media", "selected empty slot", "radix alias",
+    "cache reuse is not supported", 0};
 static const char *const IGNORED_SRV[] = {
     "all slots are idle", "run slots completed", "posting", "decoding batch", "no tokens to decode", 0};
 static const char *const UPDATE_SLOTS_ERRS[] = {
-    "failed to ", "Context size has been exceeded", "Invalid input batch", "Compute error", "decode()", 0};
+    "failed to ", "Context size has been exceeded", "Invalid input batch", "Compute error", "decode()",
+    "pre_decode()", "post_decode()", 0};
 
 typedef struct {
     int32_t kind;
@@ -236,8 +241,10 @@ static int srv_rec(const uint8_t *d, int64_t n, int64_t lim, int64_t p, rec_t *r
         }
         return 1;
     }
-    if (has(d, lim, q, LIT("process_sing: ")))
-        return has(d, lim, q + 14, LIT("no slot is available, defer task, id_task = "));
+    if (has(d, lim, q, LIT("process_sing: ")))   /* the three reasons to defer (lines.py) */
+        return has(d, lim, q + 14, LIT("no slot is available, defer task, id_task = "))
+            || has(d, lim, q + 14, LIT("requested slot is unavailable, defer task, id_task = "))
+            || has(d, lim, q + 14, LIT("not enough free slots for child tasks, n_free = "));
     if (has(d, lim, q, LIT("        stop: ")) || has(d, lim, q, LIT("cancel_tasks: ")))
         return has(d, lim, q + 14, LIT("cancel task, id_task = "));
     return has(d, lim, q, LIT("  send_error: ")) || has(d, lim, q, LIT("  load_model: "))
@@ -252,7 +259,8 @@ static int que_rec(const uint8_t *d, int64_t lim, int64_t p, rec_t *r) {
     }
     r->kind = K_SLOW_QUE;
     r->end = p + 5;
-    if (has(d, lim, q, LIT("pop_deferred: pop deferred task, id_task = "))) return 1;
+    if (has(d, lim, q, LIT("pop_deferred: pop deferred task, id_task = "))
+        || has(d, lim, q, LIT("pop_deferred: pop deferred task (use slot "))) return 1;
     if (!has(d, lim, q, LIT("        post: new task, id = "))) return 0;
     int64_t x = digits_then(d, lim, q + (int64_t)sizeof("        post: new task, id = ") - 1, &v, LIT("/"));
     if (x < 0 || x >= lim || !digit(d[x])) return 0;

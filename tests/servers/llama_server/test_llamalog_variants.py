@@ -187,6 +187,42 @@ def test_decode_errors_of_builds_before_and_after_the_batch_refactor():
         assert tr.meta["unparsed_lines"] == 0
 
 
+def test_late_2026_defer_reasons_requeues_step_failures_and_per_step_lines():
+    """Builds of late 2026 (llama.cpp's server-context.cpp after PR #27261; the first two reasons and
+    the slot-naming pop are older): a task pinned to a busy slot, or whose child tasks find too few
+    free slots, is deferred with its own sentence, and the queue pops a pinned one back naming its
+    slot; update_slots' pre_decode() / post_decode() can fail; child tasks, speculative decoding,
+    context checkpoints and the radix cache print lines that carry nothing the trace needs. The
+    first three were dropped without a word, the rest counted as lines not understood."""
+    log = "\n".join([
+        "que          post: new task, id = 0/1, front = 0",
+        "srv  process_sing: requested slot is unavailable, defer task, id_task = 0",
+        "que          post: new task, id = 1/1, front = 0",
+        "srv  process_sing: not enough free slots for child tasks, n_free = 1, n_children = 2, defer task, "
+        "id_task = 1",
+        "que  pop_deferred: pop deferred task (use slot 0), id_task = 0",
+        "que  pop_deferred: pop deferred task, id_task = 1",
+        slot("update_slots", 1, 2, "waiting for parent slot to complete"),
+        slot("update_slots", 0, 0, "accepted 3/4 draft tokens, new n_tokens = 40"),
+        slot("update_slots", 0, 0, "add accepted tokens: sampled=4, ids.size=4, n_draft=4"),
+        slot("update_slots", 0, 0, "created speculative checkpoint (pos_min = 0, pos_max = 39, size = 0.100 MiB)"),
+        slot("update_slots", 0, 0, "restoring speculative checkpoint (pos_min = 0, pos_max = 39, size = 0.100 MiB)"),
+        slot("update_slots", 0, 0, "     acc per pos = (1.00, 0.50)"),
+        slot("update_slots", 0, 0, "erasing old context checkpoint (pos_min = 0, pos_max = 10, size = 0.100 MiB)"),
+        slot("update_slots", 0, 0, "selected empty slot for radix alias, donor_lcp = 12"),
+        slot("update_slots", 0, 0, "radix alias from slot 1, n_shared = 12, p1 = 12"),
+        "srv  update_slots: pre_decode() failed: out of memory",
+        "",
+    ])
+    tr = read_llama_log(log)
+    ev = tr.events
+    assert ev[ev["kind"] == "defer"]["detail"].tolist() == [
+        "requested slot is unavailable", "not enough free slots for child tasks, n_free = 1, n_children = 2"]
+    assert (ev["kind"] == "requeue").sum() == 2
+    assert ev[ev["kind"] == "decode_error"]["detail"].tolist() == ["pre_decode() failed: out of memory"]
+    assert tr.meta["unparsed_lines"] == 0
+
+
 def test_cache_reuse_debug_lines_are_known():
     """--cache-reuse prints `trying to reuse chunks ...` / `after context reuse, new n_past = N`
     (DEBUG, OLD and later builds): known lines that carry nothing the trace needs."""
