@@ -170,7 +170,7 @@ IGNORED_SLOT = (
     b"waiting for parent slot", b"accepted ", b"add accepted tokens", b"created speculative checkpoint",
     b"restoring speculative checkpoint", b"acc per pos", b"erasing ", b"superseding", b"checking checkpoint",
     b"appended ", b"encoding mtmd", b"try adding media", b"selected empty slot", b"radix alias",
-    b"cache reuse is not supported",
+    b"cache reuse is not supported", b"empty prompt",   # (its release and timing lines follow)
 )
 IGNORED_SRV = (b"all slots are idle", b"run slots completed", b"posting", b"decoding batch",
                b"no tokens to decode")

@@ -136,7 +136,7 @@ static const char *const IGNORED_SLOT[] = {
     "waiting for parent slot", "accepted ", "add accepted tokens", "created speculative checkpoint",
     "restoring speculative checkpoint", "acc per pos", "erasing ", "superseding", "checking checkpoint",
     "appended ", "encoding mtmd", "try adding media", "selected empty slot", "radix alias",
-    "cache reuse is not supported", 0};
+    "cache reuse is not supported", "empty prompt", 0};
 static const char *const IGNORED_SRV[] = {
     "all slots are idle", "run slots completed", "posting", "decoding batch", "no tokens to decode", 0};
 static const char *const UPDATE_SLOTS_ERRS[] = {

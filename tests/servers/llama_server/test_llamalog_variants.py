@@ -192,8 +192,9 @@ def test_late_2026_defer_reasons_requeues_step_failures_and_per_step_lines():
     the slot-naming pop are older): a task pinned to a busy slot, or whose child tasks find too few
     free slots, is deferred with its own sentence, and the queue pops a pinned one back naming its
     slot; update_slots' pre_decode() / post_decode() can fail; child tasks, speculative decoding,
-    context checkpoints and the radix cache print lines that carry nothing the trace needs. The
-    first three were dropped without a word, the rest counted as lines not understood."""
+    context checkpoints, the radix cache and an empty prompt (its release lines follow) print lines
+    that carry nothing the trace needs. The first three were dropped without a word, the rest
+    counted as lines not understood."""
     log = "\n".join([
         "que          post: new task, id = 0/1, front = 0",
         "srv  process_sing: requested slot is unavailable, defer task, id_task = 0",
@@ -211,6 +212,7 @@ def test_late_2026_defer_reasons_requeues_step_failures_and_per_step_lines():
         slot("update_slots", 0, 0, "erasing old context checkpoint (pos_min = 0, pos_max = 10, size = 0.100 MiB)"),
         slot("update_slots", 0, 0, "selected empty slot for radix alias, donor_lcp = 12"),
         slot("update_slots", 0, 0, "radix alias from slot 1, n_shared = 12, p1 = 12"),
+        slot("update_slots", 1, 3, "empty prompt - releasing slot"),
         "srv  update_slots: pre_decode() failed: out of memory",
         "",
     ])
