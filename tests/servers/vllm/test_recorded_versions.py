@@ -39,7 +39,10 @@ def test_the_fixtures_cover_both_versions_both_modes_and_admission():
 @pytest.mark.parametrize("name", NAMES)
 def test_a_recording_of_a_checked_vllm_reads_cleanly_and_is_re_made_step_for_step(name):
     rec = read_recording(RECORDED / name)
-    assert rec.warnings == []
+    # (0.9.1 was checked, and decides as 0.8 does: that is said, nothing else)
+    assert rec.warnings == ([] if rec.header["vllm"] != "0.9.1" else
+                            ["vLLM 0.9.1's scheduler decides as 0.8's does (no priority policy, every prompt "
+                             "chunked: both came in 0.9.2): it follows 0.8's rules"])
     assert is_async(rec) == (".async." in name)
     v = decisions(rec)
     assert v["equal"], (name, v["first_difference"])
@@ -84,6 +87,21 @@ def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, w
     elif warned:
         assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.8.5 "
                                   "to 0.34.0")
+
+
+def test_a_recording_of_0_9_0_says_it_follows_0_8_s_rules_and_not_that_they_are_the_nearest(tmp_path):
+    """0.9.0 is not a release the recorder ran inside (0.9.0.1 is): its warning says so, and that it
+    is re-simulated with 0.8's rules because 0.9.0's scheduler decides as 0.8's does."""
+    lines = gzip.open(RECORDED / "v0091_rand034_00.sync.jsonl.gz", "rt").read().splitlines()
+    head = json.loads(lines[0])
+    head["vllm"] = "0.9.0"
+    p = tmp_path / "rec.jsonl"
+    p.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+    rec = read_recording(p)
+    (said,) = rec.warnings
+    assert said.startswith("recorded with vLLM 0.9.0; the recorder was checked inside vLLM 0.8.5 to 0.34.0")
+    assert "re-simulated with vLLM 0.8's rules: vLLM 0.9.0's scheduler decides as 0.8's does" in said
+    assert "nearest" not in said and decisions(rec)["equal"]
 
 
 def test_a_recording_without_prompts_says_why_prefix_hits_part(tmp_path):
