@@ -125,7 +125,7 @@ except Exception as e:  # noqa: BLE001 - any failure of a user's run is reported
 keys = {mode: run_key(workload, cfg, cost_key) for mode, cfg in configs.items()}
 trace = runs["recompute"]
 held, tokens, kinds, pre = views(keys["recompute"], trace, model, gpu, link, eff)
-usable = trace.num_blocks - 1
+usable = trace.usable_blocks
 
 lf = lesson_figures()
 is_lesson = (ss.get(PICKER.source_key) != "Upload a workload JSON" and ss.get(PICKER.scenario_key) == LESSON_SCENARIO

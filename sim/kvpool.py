@@ -1,7 +1,8 @@
 """A paged KV block pool with vLLM v1's semantics (BlockPool + prefix cache).
 
 What matters for faithfulness (shared/vllm/README.md, "Block accounting"):
-- block 0 is the null block, taken from the free queue at start and never handed out;
+- block 0 is the null block, taken from the free queue at start and never handed out (from vLLM
+  0.8.3; before it, every block could be handed out: `null_block` False);
 - new blocks come from the head of the free queue; a reused block that still carries a
   prefix hash is evicted from the cache first;
 - a request's blocks are released tail block first; blocks without a hash go to the front
@@ -31,7 +32,7 @@ OP_NAMES = {ACQUIRE: "acquire", RELEASE: "release", HASHED: "cached", EVICTED: "
 
 class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = False,
-                 uncached_first: bool = True):
+                 uncached_first: bool = True, null_block: bool = True):
         if num_blocks < 2:
             raise ValueError("need at least 2 blocks (block 0 is the null block)")
         self.num_blocks = int(num_blocks)
@@ -41,7 +42,7 @@ class BlockPool:
         self.ref_cnt = [0] * self.num_blocks
         self.block_hash: list[int | None] = [None] * self.num_blocks
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks))
-        self.null_block = self._free.popitem(last=False)[0]
+        self.null_block = self._free.popitem(last=False)[0] if null_block else None
         self._cached: dict[int, dict[int, None]] = {}  # hash -> blocks carrying it, oldest first
         self.num_cached_free = 0  # free blocks that still carry a hash (evictable cache)
         # called (hash, True) when a hash comes into the cache, (hash, False) when its last block
@@ -223,8 +224,9 @@ class BlockPool:
 
     def check(self) -> None:
         """Internal consistency (used by property tests)."""
-        held = sum(1 for b in range(1, self.num_blocks) if self.ref_cnt[b] > 0)
-        assert held + len(self._free) == self.num_blocks - 1, (held, len(self._free))
+        first = 0 if self.null_block is None else 1
+        held = sum(1 for b in range(first, self.num_blocks) if self.ref_cnt[b] > 0)
+        assert held + len(self._free) == self.num_blocks - first, (held, len(self._free))
         assert all(self.ref_cnt[b] == 0 for b in self._free)
         assert self.num_cached_free == sum(1 for b in self._free if self.block_hash[b] is not None)
 

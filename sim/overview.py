@@ -149,10 +149,10 @@ def overview(trace: Trace, clock: str = "steps", max_buckets: int = MAX_BUCKETS,
     okw = ~np.isnan(w_in)
     np.maximum.at(peak, bi[okw], w_in[okw])
     out["peak_waiting"] = np.where(np.isinf(peak), np.nan, peak)
-    nb = trace.num_blocks
+    nb = trace.usable_blocks
     free = s["free_blocks"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if "free_blocks" in s else \
         np.full(len(s), np.nan)
-    out["kv_use"] = mean(1.0 - free / (nb - 1)) if nb > 1 else np.full(n, np.nan)
+    out["kv_use"] = mean(1.0 - free / nb) if nb > 0 else np.full(n, np.nan)
     # a rate per step on the step clock; per second on a ms clock; per unit otherwise
     per = width / 1000.0 if unit == "ms" else width
     rate_unit = "s" if unit == "ms" else ("step" if unit == "steps" else unit.removesuffix("s"))

@@ -234,6 +234,7 @@ class VllmScheduler:
         # 0.11's engine config clears the threshold when chunked prefill is off and prefix caching was not asked for
         self._threshold_off |= (self.rules.unchunked_uncached_clears_threshold and not config.enable_chunked_prefill
                                 and not config.enable_prefix_caching)
+        self._threshold_off |= not self.rules.long_prefill_threshold   # 0.8.2 and before never read it
         # up to 0.30 a lone request's chunks are capped at the threshold too; 0.31 on spares it (nobody to starve)
         self._threshold_alone = self.rules.threshold_for_a_lone_request
         self._cursor_follows_any_victim = self.rules.cursor_follows_any_victim
@@ -250,7 +251,12 @@ class VllmScheduler:
         self.keep_tokens = keep_tokens or config.enable_prefix_caching
         self.max_model_len = int(max_model_len)
         self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching,
-                              uncached_first=self.rules.uncached_blocks_reused_first)
+                              uncached_first=self.rules.uncached_blocks_reused_first,
+                              null_block=self.rules.null_block)
+        # up to 0.8.4 a request that needs a block takes this many more, up to its max_model_len's
+        # worth (kv_cache_manager.py num_preallocate_blocks); the fit test counts only the needed
+        self._preallocate = -(-self.rules.preallocate_tokens // config.block_size)
+        self._max_blocks = -(-self.max_model_len // config.block_size)
         self.caching = config.enable_prefix_caching
         self.clock = 0.0  # the current step's start, set by the executor (SLO policies read it)
         self.waiting = make_policy(config.policy, aging=config.aging, tenant_cap=config.tenant_cap,
@@ -343,6 +349,8 @@ class VllmScheduler:
             seq.blocks.extend(hits)
             seq.num_cached_blocks = len(seq.blocks)
         if new:
+            if self._preallocate:
+                new = min(new + self._preallocate, pool.num_free, self._max_blocks - len(seq.blocks))
             seq.blocks.extend(pool.allocate(new, seq.id))
         if self.caching:
             full_blocks = min(computed + num_new, seq.num_tokens) // bs

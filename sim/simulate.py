@@ -28,7 +28,7 @@ from .async_sched import AsyncVllmScheduler, BatchQueue
 from .scheduler import SchedulerConfig, StepPlan
 from .static import PADDING
 from .trace import Trace, categorical, kv_table, table_from_columns
-from .versions import check_options, chunked_anyway, kept_victims, normalize, unchecked
+from .versions import check_options, chunked_anyway, kept_victims, normalize, rules, threshold_unread, unchecked
 from .workload import Workload
 
 BATCH_COLUMNS = ("step", "request", "slot", "kind", "tokens", "computed_before", "sampled")
@@ -52,7 +52,8 @@ def max_model_len_for(workload: Workload, cfg: SchedulerConfig, strict: bool = T
 
 
 def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
-    usable = cfg.num_gpu_blocks - 1
+    held_back = 1 if rules(cfg.vllm_version).null_block else 0   # 0.8.2 and before: no null block
+    usable = cfg.num_gpu_blocks - held_back
     if -(-mml // cfg.block_size) > usable:
         need = max((r.prompt_len + r.max_tokens for r in workload.requests), default=1)
         what = (f"max_model_len ({mml:,} tokens: raised to the long-prefill threshold; the longest request "
@@ -61,7 +62,7 @@ def check_fits(workload: Workload, cfg: SchedulerConfig, mml: int) -> None:
                 else f"the longest request ({mml:,} tokens)" if mml == need else f"max_model_len ({mml:,} tokens)")
         raise ValueError(
             f"{what} needs {-(-mml // cfg.block_size):,} blocks of {cfg.block_size}, more than the {usable:,} "
-            f"usable blocks (num_gpu_blocks - 1); vLLM would not start")
+            f"usable blocks (num_gpu_blocks{' - 1' if held_back else ''}); vLLM would not start")
 
 
 def _columns(names, rows: list) -> dict:
@@ -669,7 +670,11 @@ def simulate(workload: Workload, config: dict | SchedulerConfig | None = None, *
         warnings.append(chunked_anyway(cfg.vllm_version))
     if getattr(sched, "victims_kept", None):
         warnings.append(kept_victims(cfg.vllm_version, sched.victims_kept))
+    ruled = rules(cfg.vllm_version)
+    if cfg.long_prefill_token_threshold and not ruled.long_prefill_threshold:
+        warnings.append(threshold_unread(cfg.vllm_version))
     meta = {"source": "simulator", "time_unit": cost.time_unit,
+            **({} if ruled.null_block else {"null_block": False}),   # 0.8.2 and before hand out block 0
             "cost_model": cost.describe() if hasattr(cost, "describe") else type(cost).__name__,
             "workload": workload.name, **({"warnings": warnings} if warnings else {})}
     return rec.build(workload.requests, cfg, mode, pool, meta, take_log=not digest)

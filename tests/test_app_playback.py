@@ -228,6 +228,25 @@ def test_a_vllm_0_9_1_workload_runs_under_0_8_rules_and_async_is_refused_in_one_
     assert at.error and "async_scheduling is modelled on vLLM 0.10 to 0.34" in at.error[0].value
 
 
+def test_a_vllm_0_8_2_workload_runs_under_its_own_rules_and_a_link_keeps_0_8_3(at):
+    """vLLM 0.8.0-0.8.2 and 0.8.3-0.8.4 have rules of their own (preallocated blocks; before 0.8.3 no
+    null block): the box holds them, named by the releases they cover, and says nothing borrowed."""
+    wl = scenarios.workload("lesson_abc")
+    data = Workload(wl.requests, {**wl.config, "vllm_version": "0.8.2"}).dumps().encode()
+    at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
+    at.file_uploader(key="pb_upload").upload("old.workload.json", data, "application/json").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="keep_pb_vllm_version").value == "0.8.0"
+    assert any(c.value.startswith("Scheduling: vLLM 0.8.0-0.8.2 rules · sync scheduling") for c in at.caption)
+    assert not any("decides as" in c.value for c in at.caption)
+    link = AppTest.from_file(APP, default_timeout=60)
+    link.query_params["pb_vllm_version"] = "0.8.3"
+    link.run()
+    assert not link.exception and not link.error
+    assert link.selectbox(key="keep_pb_vllm_version").value == "0.8.3"
+    assert any(c.value.startswith("Scheduling: vLLM 0.8.3-0.8.4 rules") for c in link.caption)
+
+
 def test_the_gpu_preset_gives_a_default_vllm_034_gpu_deployment(at):
     """"vLLM 0.34 on a GPU": async on, 64-token blocks recounted to hold the same tokens, the vLLM
     scheduler with recompute; the run is the simulator's on that config."""

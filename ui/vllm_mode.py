@@ -18,13 +18,15 @@ import streamlit as st
 
 from sim.trace import Trace
 from sim.scheduler import CONFIG_BOUNDS as BOUNDS
-from sim.versions import GPU_DEFAULTS, NEWEST, VERSIONS, gpu_blocks, normalize, unchecked
+from sim.versions import CHOICE_LABELS, CHOICES, GPU_DEFAULTS, NEWEST, PATCH_LABELS, gpu_blocks, normalize, unchecked
 
 from .labels import SCHEDULER_LABELS, plain
 from .state import Setting
 
 VERSION_HELP = ("vllm_version: whose scheduling rules the run follows where vLLM versions differ "
-                "(sim/versions.py): 0.8 has no priority policy and chunks every prompt, "
+                "(sim/versions.py): 0.8.0-0.8.4 hand each request 64 tokens' worth of blocks more than it "
+                "needs, and 0.8.0-0.8.2 also use block 0 and ignore the long-prefill threshold; "
+                "0.8 has no priority policy and chunks every prompt, "
                 "0.9 and 0.10 keep a priority victim's tokens in its step, 0.10 schedules a request whose last "
                 "token is in flight (async), "
                 "up to 0.11 a prompt too long for the budget is passed over when chunked prefill is off, "
@@ -40,7 +42,7 @@ ASYNC_HELP = ("async_scheduling: vLLM's AsyncScheduler, the default on GPUs. It 
 
 
 def settings(version_key: str, async_key: str) -> list[Setting]:
-    return [Setting(version_key, NEWEST, str, choices=VERSIONS), Setting(async_key, False, bool)]
+    return [Setting(version_key, NEWEST, str, choices=CHOICES), Setting(async_key, False, bool)]
 
 
 def load(config: dict, version_key: str, async_key: str) -> None:
@@ -63,7 +65,8 @@ def widgets(version_key: str, async_key: str, container=None) -> None:
     """A version selectbox and an async toggle, side by side (in `container`, default the current one)."""
     box = container or st
     c1, c2 = box.columns([1, 1], vertical_alignment="bottom")
-    c1.selectbox("vLLM version", list(VERSIONS), key=version_key, help=VERSION_HELP)
+    c1.selectbox("vLLM version", list(CHOICES), key=version_key, help=VERSION_HELP,
+                 format_func=lambda v: CHOICE_LABELS.get(v, v))
     c2.toggle("Async scheduling", key=async_key, help=ASYNC_HELP)
     borrowed = st.session_state.get(f"{version_key}_borrowed")
     if borrowed and st.session_state.get(version_key) == borrowed[0]:
@@ -88,6 +91,7 @@ def mode(trace: Trace) -> tuple[str | None, bool]:
 def describe(trace: Trace) -> str:
     """One short line: which vLLM's rules the run followed and in which mode."""
     version, is_async = mode(trace)
+    version = PATCH_LABELS.get(version, version)   # "0.8.0-0.8.2": the releases those rules are
     if version is None:
         name = SCHEDULER_LABELS.get(trace.meta.get("scheduler"), trace.meta.get("scheduler"))
         return f"{name}: sync scheduling, no vLLM version's rules apply"

