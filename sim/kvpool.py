@@ -5,7 +5,8 @@ What matters for faithfulness (shared/vllm/README.md, "Block accounting"):
   0.8.3; before it, every block could be handed out: `null_block` False);
 - new blocks come from the head of the free queue; a reused block that still carries a
   prefix hash is evicted from the cache first;
-- a request's blocks are released tail block first; blocks without a hash go to the front
+- a request's blocks are released tail block first (vLLM 0.8 without prefix caching: head first,
+  `tail_first` False); blocks without a hash go to the front
   of the queue (reused first), hashed ones to the back (evicted last, LRU); up to vLLM 0.23
   every released block went to the back (`uncached_first` False);
 - a cache hit on a block nobody holds takes it out of the free queue.
@@ -32,13 +33,14 @@ OP_NAMES = {ACQUIRE: "acquire", RELEASE: "release", HASHED: "cached", EVICTED: "
 
 class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = False,
-                 uncached_first: bool = True, null_block: bool = True):
+                 uncached_first: bool = True, null_block: bool = True, tail_first: bool = True):
         if num_blocks < 2:
             raise ValueError("need at least 2 blocks (block 0 is the null block)")
         self.num_blocks = int(num_blocks)
         self.block_size = int(block_size)
         self.enable_caching = bool(enable_caching)
         self.uncached_first = bool(uncached_first)
+        self.tail_first = bool(tail_first) or self.enable_caching   # 0.8 reverses only with caching
         self.ref_cnt = [0] * self.num_blocks
         self.block_hash: list[int | None] = [None] * self.num_blocks
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks))
@@ -184,9 +186,10 @@ class BlockPool:
         return out
 
     def free(self, blocks: list[int], rid: str) -> None:
-        """Release a request's blocks, tail first (vLLM frees them in reverse order)."""
+        """Release a request's blocks, tail first (vLLM frees them in reverse order; 0.8 without
+        caching in their own)."""
         front = []
-        order = blocks[::-1]
+        order = blocks[::-1] if self.tail_first else blocks
         self._log_many(order, rid, RELEASE)
         for b in order:
             self.ref_cnt[b] -= 1

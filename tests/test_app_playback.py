@@ -212,17 +212,17 @@ def test_an_uploaded_workload_of_an_unchecked_vllm_runs_under_the_nearest_rules_
     assert not at.exception and not any("0.36.2" in re.sub(r"\\(.)", r"\1", c.value) for c in at.caption)
 
 
-def test_a_vllm_0_9_1_workload_runs_under_0_8_rules_and_async_is_refused_in_one_sentence(at):
-    """vLLM 0.9.1 decides as 0.8 does: the version box holds 0.8 and a caption says why; 0.8 has no
-    async scheduling, so turning it on is one plain sentence, never a traceback."""
+def test_a_vllm_0_9_1_workload_runs_under_0_9_0_rules_and_async_is_refused_in_one_sentence(at):
+    """vLLM 0.9.1 has the rules of 0.9.0 and 0.9.1: the version box holds them, named so, and nothing
+    borrowed is said; 0.9.1 has no async scheduling, so turning it on is one plain sentence."""
     wl = scenarios.workload("lesson_abc")
     data = Workload(wl.requests, {**wl.config, "vllm_version": "0.9.1"}).dumps().encode()
     at.radio(key="keep_pb_source").set_value("Upload a workload JSON").run()
     at.file_uploader(key="pb_upload").upload("old.workload.json", data, "application/json").run()
     assert not at.exception and not at.error
-    assert at.selectbox(key="keep_pb_vllm_version").value == "0.8"
-    shown = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
-    assert any("0.9.1's scheduler decides as 0.8's does" in c for c in shown)
+    assert at.selectbox(key="keep_pb_vllm_version").value == "0.9.0"
+    assert any(c.value.startswith("Scheduling: vLLM 0.9.0-0.9.1 rules · sync scheduling") for c in at.caption)
+    assert not any("decides as" in c.value for c in at.caption)
     at.toggle(key="keep_pb_async").set_value(True).run()
     assert not at.exception
     assert at.error and "async_scheduling is modelled on vLLM 0.10 to 0.34" in at.error[0].value

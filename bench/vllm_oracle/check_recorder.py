@@ -9,7 +9,7 @@ a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0
 
 Without workloads: the committed random draws (tests/fixtures/vllm034_random; their cache-aware
 admission settings are dropped for a vLLM before 0.34, which has none, and their watermark before
-0.24). The loops are the project's harness: trace034.py's (it runs 0.8.5 to 0.34.0).
+0.24). The loops are the project's harness: trace034.py's (it runs 0.8.0 to 0.34.0).
 Prints one line per recording that differs and the counts; exits 1 if any differs.
 """
 from __future__ import annotations
@@ -37,7 +37,10 @@ def _record(out: Path, workloads: list[str]) -> None:
         import vllm.v1.core.sched.async_scheduler as async_mod
     except ImportError:   # 0.9 and before: sync only
         async_mod = None
-    import vllm.v1.core.sched.scheduler as sched_mod
+    try:
+        import vllm.v1.core.sched.scheduler as sched_mod
+    except ImportError:   # 0.8.1 and before: one module
+        import vllm.v1.core.scheduler as sched_mod
     from servers.vllm import recorder
 
     made = []   # the schedulers made, so that each recording is closed when its run ends

@@ -46,10 +46,14 @@ import atexit
 import json
 import logging
 import os
+import re
 import time
 from itertools import islice
 
-from vllm.v1.core.sched.scheduler import Scheduler
+try:
+    from vllm.v1.core.sched.scheduler import Scheduler
+except ImportError:   # vLLM 0.8.1 and before: vllm/v1/core/scheduler.py
+    from vllm.v1.core.scheduler import Scheduler
 
 from .format import FORMAT, VERSION
 
@@ -72,6 +76,12 @@ def _vllm_version() -> str:
         return str(__version__)
     except ImportError:   # pragma: no cover
         return "unknown"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(0, 8, 2) for "0.8.2+cpu"; () for what is not a version."""
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return tuple(int(g or 0) for g in m.groups()) if m else ()
 
 
 def _recording_class(cls) -> str:
@@ -198,10 +208,14 @@ class _Recorder:
         # 0.9.1 and before advance each request inside schedule() (no _update_after_schedule): the
         # chunks are told from the requests after it
         self.advanced = not hasattr(Scheduler, "_update_after_schedule")
+        # 0.8.2 and before advance them in update_from_output (0.8.2 scheduler.py:560): after
+        # schedule() a request's computed count is still the step's start
+        self.late = () < _release(_vllm_version()) < (0, 8, 3)
         try:   # the first KV cache group's block lists (full attention: the one group)
             self.req_blocks = sched.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
-        except (AttributeError, IndexError):   # another vLLM: no block ids, the rest is recorded
-            self.req_blocks = None
+        except (AttributeError, IndexError):   # 0.9.0-0.9.1: one single-type manager; 0.8: the manager's own
+            km = sched.kv_cache_manager
+            self.req_blocks = getattr(getattr(km, "single_type_manager", km), "req_to_blocks", None)
         self.closed = False
         self.last_running: list[int] | None = None
         self.last_waiting: list[int] | None = None
@@ -250,9 +264,10 @@ class _Recorder:
         for rid, n in out.num_scheduled_tokens.items():
             r = reqs[rid]
             i = self.index[rid]
-            sched.append([i, int(n), int(r.num_computed_tokens - n)])
+            before = r.num_computed_tokens if self.late else r.num_computed_tokens - n
+            sched.append([i, int(n), int(before)])
             if self.advanced:   # 0.9.1 and before (sync only): a chunk ends short of the known tokens
-                chunk = r.num_computed_tokens < r.num_tokens
+                chunk = before + n < r.num_tokens
             else:
                 chunk = rid in self.chunks if self.flagless else r.is_prefill_chunk
             if not chunk:
@@ -304,7 +319,7 @@ class _Recorder:
         step["t"][3] = self.ms(t)
         step["free"] = int(self.pool.get_num_free_blocks())
         if self.count_cached:
-            null = self.pool.null_block   # (0.8's blocks have no is_null)
+            null = getattr(self.pool, "null_block", None)   # (0.8's blocks have no is_null; 0.8.2- no null block)
             step["cached_free"] = sum(1 for b in self.pool.blocks
                                       if b.ref_cnt == 0 and b is not null and b.block_hash is not None)
         idx = self.index

@@ -310,17 +310,13 @@ def check_header(obj, raw: bytes, warn) -> dict:
     if named in UNVERSIONED:   # a recorder that could not read the version (mode_config keeps the newest rules)
         warn(f"the header does not say which vLLM ran: what the recorder read is unchecked, and it is "
              f"re-simulated with vLLM {versions.NEWEST}'s rules")
-    elif str(named).split("+")[0] in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside
-        said = versions.unchecked(str(named))
-        if said:   # 0.9.0, 0.9.1: checked, and deciding as an earlier minor does (versions.PATCH_RULES)
-            warn(said)
-    else:
+    elif str(named).split("+")[0] not in CHECKED_WITH:   # a local build's tag (+cu130, +cpu) aside
         try:   # the simulator's rules follow the header's version (mode_config); the recorder's reads do not
             near = versions.normalize(str(named))
-            said = versions.unchecked(str(named))
-            ruled = (f"re-simulated with vLLM {near}'s rules" if not said else
-                     f"re-simulated with vLLM {near}'s rules, the nearest version the simulator was checked against"
-                     if near == versions.NEWEST else f"re-simulated with vLLM {near}'s rules: {said}")
+            # (only a version after the checked ones borrows rules: the newest's)
+            borrowed = versions.unchecked(str(named)) is not None
+            ruled = (f"re-simulated with vLLM {near}'s rules"
+                     + (", the nearest version the simulator was checked against" if borrowed else ""))
         except ValueError:
             ruled = "the simulator has no rules for that version"
         warn(f"recorded with vLLM {named if isinstance(named, str) and len(named) <= 40 else shown(named)}; "

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from servers.vllm.compare import decisions
-from servers.vllm.recording import is_async, read_recording, to_workload
+from servers.vllm.recording import is_async, mode_config, read_recording, to_trace, to_workload
+from sim.simulate import simulate
 from sim.versions import normalize
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,7 +30,8 @@ ADMISSION = ("cache_aware_admission_window", "cache_aware_admission_threshold")
 def test_the_fixtures_cover_both_versions_both_modes_and_admission():
     assert len(NAMES) >= 30
     heads = {n: json.loads(gzip.open(RECORDED / n, "rt").readline()) for n in NAMES}
-    assert {h["vllm"] for h in heads.values()} == {"0.8.5", "0.9.1", "0.9.2", "0.10.2", "0.32.0", "0.33.0", "0.34.0"}
+    assert {h["vllm"] for h in heads.values()} == {"0.8.0", "0.8.4", "0.8.5", "0.9.0.1", "0.9.1", "0.9.2", "0.10.2",
+                                                   "0.32.0", "0.33.0", "0.34.0"}
     assert {h["scheduler_class"] for h in heads.values()} == {"RecordingScheduler", "AsyncRecordingScheduler"}
     windows = [h["config"].get("cache_aware_admission_window") for h in heads.values() if h["vllm"] == "0.34.0"]
     assert all(w is not None for w in windows) and sum(1 for w in windows if w) >= 10
@@ -39,10 +41,7 @@ def test_the_fixtures_cover_both_versions_both_modes_and_admission():
 @pytest.mark.parametrize("name", NAMES)
 def test_a_recording_of_a_checked_vllm_reads_cleanly_and_is_re_made_step_for_step(name):
     rec = read_recording(RECORDED / name)
-    # (0.9.1 was checked, and decides as 0.8 does: that is said, nothing else)
-    assert rec.warnings == ([] if rec.header["vllm"] != "0.9.1" else
-                            ["vLLM 0.9.1's scheduler decides as 0.8's does (no priority policy, every prompt "
-                             "chunked: both came in 0.9.2): it follows 0.8's rules"])
+    assert rec.warnings == []
     assert is_async(rec) == (".async." in name)
     v = decisions(rec)
     assert v["equal"], (name, v["first_difference"])
@@ -85,13 +84,13 @@ def test_only_an_unchecked_vllm_gets_the_recorder_s_warning(tmp_path, version, w
         assert said[0] == ("the header does not say which vLLM ran: what the recorder read is unchecked, and "
                            "it is re-simulated with vLLM 0.34's rules")
     elif warned:
-        assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.8.5 "
+        assert said[0].startswith(f"recorded with vLLM {version}; the recorder was checked inside vLLM 0.8.0 "
                                   "to 0.34.0")
 
 
-def test_a_recording_of_0_9_0_says_it_follows_0_8_s_rules_and_not_that_they_are_the_nearest(tmp_path):
+def test_a_recording_of_0_9_0_says_it_follows_0_9_0_s_rules_and_not_that_they_are_the_nearest(tmp_path):
     """0.9.0 is not a release the recorder ran inside (0.9.0.1 is): its warning says so, and that it
-    is re-simulated with 0.8's rules because 0.9.0's scheduler decides as 0.8's does."""
+    is re-simulated with the rules of 0.9.0 and 0.9.1 (checked with the 0.9.0.1 and 0.9.1 wheels)."""
     lines = gzip.open(RECORDED / "v0091_rand034_00.sync.jsonl.gz", "rt").read().splitlines()
     head = json.loads(lines[0])
     head["vllm"] = "0.9.0"
@@ -99,8 +98,8 @@ def test_a_recording_of_0_9_0_says_it_follows_0_8_s_rules_and_not_that_they_are_
     p.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
     rec = read_recording(p)
     (said,) = rec.warnings
-    assert said.startswith("recorded with vLLM 0.9.0; the recorder was checked inside vLLM 0.8.5 to 0.34.0")
-    assert "re-simulated with vLLM 0.8's rules: vLLM 0.9.0's scheduler decides as 0.8's does" in said
+    assert said.startswith("recorded with vLLM 0.9.0; the recorder was checked inside vLLM 0.8.0 to 0.34.0")
+    assert said.endswith("(re-simulated with vLLM 0.9.0's rules)")
     assert "nearest" not in said and decisions(rec)["equal"]
 
 
@@ -119,3 +118,29 @@ def test_a_recording_without_prompts_says_why_prefix_hits_part(tmp_path):
     assert "prompts were not recorded (SCHEDLAB_VLLM_PROMPTS=none): prefix-cache hits cannot be re-simulated" \
         in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _has_block_ids(name: str) -> bool:
+    return bool(json.loads(gzip.open(RECORDED / name, "rt").readline()).get("block_ids"))
+
+
+# synchronous recordings that carry block ids (async ones number their steps by schedule() call)
+WITH_BLOCKS = [n for n in NAMES if ".sync." in n and _has_block_ids(n)]
+
+
+def test_the_oldest_versions_recordings_carry_block_ids():
+    versions = {json.loads(gzip.open(RECORDED / n, "rt").readline())["vllm"] for n in WITH_BLOCKS}
+    assert {"0.8.0", "0.8.4", "0.8.5", "0.9.0.1"} <= versions and len(WITH_BLOCKS) >= 30
+
+
+@pytest.mark.parametrize("name", WITH_BLOCKS)
+def test_the_block_ids_a_request_took_are_the_simulator_s(name):
+    """The simulator hands each request the block ids the real scheduler did, in the same step: 0.8.0
+    to 0.8.4's preallocated blocks, 0.8.2 and before's block 0, 0.8's head-first freeing without prefix
+    caching (tail first from 0.9.0), and the prefix cache's hits all show in them."""
+    rec = read_recording(RECORDED / name)
+    took = to_trace(rec).kv
+    sim = simulate(to_workload(rec), mode_config(rec)).kv
+    cols = ["step", "block", "request"]
+    took, sim = (t[t.op == "acquire"][cols].reset_index(drop=True) for t in (took, sim))
+    assert len(took) > 0 and took.astype(str).equals(sim.astype(str)), name
