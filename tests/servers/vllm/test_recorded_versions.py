@@ -31,7 +31,7 @@ def test_the_fixtures_cover_both_versions_both_modes_and_admission():
     assert len(NAMES) >= 30
     heads = {n: json.loads(gzip.open(RECORDED / n, "rt").readline()) for n in NAMES}
     assert {h["vllm"] for h in heads.values()} == {"0.8.0", "0.8.4", "0.8.5", "0.9.0.1", "0.9.1", "0.9.2", "0.10.2",
-                                                   "0.32.0", "0.33.0", "0.34.0"}
+                                                   "0.27.1", "0.32.0", "0.33.0", "0.34.0"}
     assert {h["scheduler_class"] for h in heads.values()} == {"RecordingScheduler", "AsyncRecordingScheduler"}
     windows = [h["config"].get("cache_aware_admission_window") for h in heads.values() if h["vllm"] == "0.34.0"]
     assert all(w is not None for w in windows) and sum(1 for w in windows if w) >= 10
@@ -130,14 +130,15 @@ WITH_BLOCKS = [n for n in NAMES if ".sync." in n and _has_block_ids(n)]
 
 def test_the_oldest_versions_recordings_carry_block_ids():
     versions = {json.loads(gzip.open(RECORDED / n, "rt").readline())["vllm"] for n in WITH_BLOCKS}
-    assert {"0.8.0", "0.8.4", "0.8.5", "0.9.0.1"} <= versions and len(WITH_BLOCKS) >= 30
+    assert {"0.8.0", "0.8.4", "0.8.5", "0.9.0.1", "0.27.1"} <= versions and len(WITH_BLOCKS) >= 30
 
 
 @pytest.mark.parametrize("name", WITH_BLOCKS)
 def test_the_block_ids_a_request_took_are_the_simulator_s(name):
     """The simulator hands each request the block ids the real scheduler did, in the same step: 0.8.0
     to 0.8.4's preallocated blocks, 0.8.2 and before's block 0, 0.8's head-first freeing without prefix
-    caching (tail first from 0.9.0), and the prefix cache's hits all show in them."""
+    caching (tail first from 0.9.0), 0.27's freed blocks at the back without it, and the prefix cache's
+    hits all show in them."""
     rec = read_recording(RECORDED / name)
     took = to_trace(rec).kv
     sim = simulate(to_workload(rec), mode_config(rec)).kv
