@@ -41,6 +41,8 @@ class BlockPool:
         self.enable_caching = bool(enable_caching)
         self.uncached_first = bool(uncached_first)
         self.tail_first = bool(tail_first) or self.enable_caching   # 0.8 reverses only with caching
+        self.preallocate = 0   # blocks handed out beyond the need (grant())
+        self.max_blocks = 0    # a request's most blocks (its max_model_len's worth), where preallocating
         self.ref_cnt = [0] * self.num_blocks
         self.block_hash: list[int | None] = [None] * self.num_blocks
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.num_blocks))
@@ -57,6 +59,28 @@ class BlockPool:
         self.kv_step, self.kv_block, self.kv_req, self.kv_op = array("i"), array("i"), array("i"), array("b")
         self._log_code: dict[str, int] = {}
         self.log_names: list[str] = []
+
+    @classmethod
+    def for_rules(cls, rules, config, max_model_len: int) -> "BlockPool":
+        """The pool a vLLM version's KV cache manager keeps: `rules` a sim.versions.Rules, `config` a
+        SchedulerConfig."""
+        caching = bool(config.enable_prefix_caching)
+        uncached_first = rules.uncached_blocks_reused_first and (caching or rules.uncached_first_without_caching)
+        pool = cls(config.num_gpu_blocks, config.block_size, caching, null_block=rules.null_block,
+                   uncached_first=uncached_first, tail_first=rules.tail_first_without_caching)
+        # up to 0.8.4 a request that needs a block takes this many more, up to its max_model_len's
+        # worth (kv_cache_manager.py num_preallocate_blocks)
+        pool.preallocate = -(-rules.preallocate_tokens // pool.block_size)
+        pool.max_blocks = -(-int(max_model_len) // pool.block_size)
+        return pool
+
+    def grant(self, needed: int, held: int) -> int:
+        """How many blocks to hand a request that needs `needed` more and holds `held`: with
+        preallocation as many more as are free, up to its max_model_len's worth (only the needed
+        ones had to fit: vLLM 0.8.4 kv_cache_manager.py:229, :254-263)."""
+        if not self.preallocate:
+            return needed
+        return min(needed + self.preallocate, len(self._free), self.max_blocks - held)
 
     # -- queries ---------------------------------------------------------------
     @property

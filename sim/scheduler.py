@@ -250,15 +250,7 @@ class VllmScheduler:
         # token ids are needed for prefix hashing, and by an engine that feeds them to a model
         self.keep_tokens = keep_tokens or config.enable_prefix_caching
         self.max_model_len = int(max_model_len)
-        self.pool = BlockPool(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching,
-                              uncached_first=self.rules.uncached_blocks_reused_first and (
-                                  config.enable_prefix_caching or self.rules.uncached_first_without_caching),
-                              null_block=self.rules.null_block,
-                              tail_first=self.rules.tail_first_without_caching)
-        # up to 0.8.4 a request that needs a block takes this many more, up to its max_model_len's
-        # worth (kv_cache_manager.py num_preallocate_blocks); the fit test counts only the needed
-        self._preallocate = -(-self.rules.preallocate_tokens // config.block_size)
-        self._max_blocks = -(-self.max_model_len // config.block_size)
+        self.pool = BlockPool.for_rules(self.rules, config, self.max_model_len)
         self.caching = config.enable_prefix_caching
         self.clock = 0.0  # the current step's start, set by the executor (SLO policies read it)
         self.waiting = make_policy(config.policy, aging=config.aging, tenant_cap=config.tenant_cap,
@@ -350,10 +342,8 @@ class VllmScheduler:
             pool.touch(hits, seq.id)
             seq.blocks.extend(hits)
             seq.num_cached_blocks = len(seq.blocks)
-        if new:
-            if self._preallocate:
-                new = min(new + self._preallocate, pool.num_free, self._max_blocks - len(seq.blocks))
-            seq.blocks.extend(pool.allocate(new, seq.id))
+        if new:   # (up to 0.8.4 with blocks preallocated beyond the need)
+            seq.blocks.extend(pool.allocate(pool.grant(new, len(seq.blocks)), seq.id))
         if self.caching:
             full_blocks = min(computed + num_new, seq.num_tokens) // bs
             if full_blocks > seq.num_cached_blocks:

@@ -4,10 +4,11 @@ versions the simulator reproduces, in one place.
 A config picks the rules with `vllm_version` ("0.8" to "0.34", every minor version of vLLM's V1
 scheduler; default the newest). A later version follows the newest's rules, and `unchecked()` says
 so in a sentence that the run carries (simulate() puts it in the Trace's warnings). A few patch
-releases have rules of their own (PATCH_RULES: "0.8.0", "0.8.3", "0.9.0"). The scheduler (sim/scheduler.py) reads them through
-`rules(version)`; nothing else compares version strings. Sources are file:line in each version's
-wheel; `scheduler.py` means vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0
-and shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
+releases have rules of their own (PATCH_RULES: "0.8.0", "0.8.3", "0.9.0"). The scheduler
+(sim/scheduler.py) reads them through `rules(version)`; nothing else compares version strings.
+Sources are file:line in each version's wheel; `scheduler.py` means
+vllm/v1/core/sched/scheduler.py (see shared/vllm/README.md for 0.33.0 and
+shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 
 | rule | 0.8 | 0.9 | 0.10 | 0.11 | 0.12-0.18 | 0.19-0.23 | 0.24-0.27 | 0.28-0.30 | 0.31 | 0.32 | 0.33 | 0.34 |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
