@@ -39,7 +39,9 @@ def _record(out: Path, workloads: list[str]) -> None:
         async_mod = None
     try:
         import vllm.v1.core.sched.scheduler as sched_mod
-    except ImportError:   # 0.8.1 and before: one module
+    except ModuleNotFoundError as e:   # 0.8.1 and before: one module
+        if e.name not in ("vllm.v1.core.sched", "vllm.v1.core.sched.scheduler"):
+            raise
         import vllm.v1.core.scheduler as sched_mod
     from servers.vllm import recorder
 

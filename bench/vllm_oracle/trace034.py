@@ -237,7 +237,9 @@ def make_scheduler(cfg: dict, max_len: int, is_async: bool):
             raise SystemExit(f"vLLM {_installed_release()} has no async scheduling (AsyncScheduler came in 0.10)")
     try:
         from vllm.v1.core.sched.scheduler import Scheduler
-    except ImportError:   # 0.8.1 and before: one module
+    except ModuleNotFoundError as e:   # 0.8.1 and before: one module
+        if e.name not in ("vllm.v1.core.sched", "vllm.v1.core.sched.scheduler"):
+            raise
         from vllm.v1.core.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig
 

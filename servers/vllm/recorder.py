@@ -52,7 +52,9 @@ from itertools import islice
 
 try:
     from vllm.v1.core.sched.scheduler import Scheduler
-except ImportError:   # vLLM 0.8.1 and before: vllm/v1/core/scheduler.py
+except ModuleNotFoundError as e:   # vLLM 0.8.1 and before: vllm/v1/core/scheduler.py
+    if e.name not in ("vllm.v1.core.sched", "vllm.v1.core.sched.scheduler"):
+        raise   # something the module imports is missing: say that, not this
     from vllm.v1.core.scheduler import Scheduler
 
 from .format import FORMAT, VERSION

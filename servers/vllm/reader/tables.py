@@ -15,6 +15,7 @@ from array import array
 import numpy as np
 import pandas as pd
 
+from sim import versions
 from sim.trace import Trace, kv_table, table_from_columns
 
 from .lines import CONFIG_KEYS
@@ -409,6 +410,15 @@ class Tables:
             "detail": text[by_step]})
 
 
+def _keeps_null_block(version) -> bool:
+    """Whether the recorded vLLM keeps block 0 back (0.8.2 and before hand it out; a version the
+    simulator has no rules for is taken to, as every later one does)."""
+    try:
+        return versions.rules(str(version)).null_block
+    except (ValueError, KeyError):
+        return True
+
+
 def _meta(rec, n_requests: int) -> dict:
     cfg = rec.config
     h = rec.header
@@ -418,4 +428,5 @@ def _meta(rec, n_requests: int) -> dict:
             "config": {k: cfg[k] for k in CONFIG_KEYS if k in cfg}, "num_blocks": cfg.get("num_gpu_blocks"),
             "block_size": cfg.get("block_size"), "prompts": h.get("prompts"), "ended": rec.ended,
             "block_ids": bool(h.get("block_ids")), "continues_earlier": rec.continues_earlier,
-            "warnings": list(rec.warnings), "num_requests": n_requests, "phases": list(PHASES)}
+            "warnings": list(rec.warnings), "num_requests": n_requests, "phases": list(PHASES),
+            **({} if _keeps_null_block(h.get("vllm")) else {"null_block": False})}

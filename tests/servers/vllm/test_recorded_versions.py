@@ -145,3 +145,15 @@ def test_the_block_ids_a_request_took_are_the_simulator_s(name):
     cols = ["step", "block", "request"]
     took, sim = (t[t.op == "acquire"][cols].reset_index(drop=True) for t in (took, sim))
     assert len(took) > 0 and took.astype(str).equals(sim.astype(str)), name
+
+
+def test_a_recording_of_vllm_0_8_0_draws_block_0_as_a_block():
+    """0.8.2 and before hand block 0 out: the recording's trace says so, and the block map shows the
+    request holding it, where a later version's keeps block 0 as the null block."""
+    from sim.analysis import NULL, block_owner_frames
+    old = to_trace(read_recording(RECORDED / "v0800_rand034_03.sync.jsonl.gz"))
+    new = to_trace(read_recording(RECORDED / "v008_rand034_03.sync.jsonl.gz"))
+    assert old.meta["null_block"] is False and "null_block" not in new.meta
+    assert old.usable_blocks == old.num_blocks == new.usable_blocks + 1
+    first = int(old.kv[(old.kv.op == "acquire") & (old.kv.block == 0)].step.iloc[0])
+    assert block_owner_frames(old, [first])[0][0] >= 0 and block_owner_frames(new, [first])[0][0] == NULL
