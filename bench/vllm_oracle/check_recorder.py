@@ -10,7 +10,10 @@ a vLLM wheel in a venv of its own: bench/vllm_oracle/requirements.txt for 0.34.0
 Without workloads: the committed random draws (tests/fixtures/vllm034_random; their cache-aware
 admission settings are dropped for a vLLM before 0.34, which has none, and their watermark before
 0.24). The loops are the project's harness: trace034.py's (it runs 0.8.0 to 0.34.0).
-Prints one line per recording that differs and the counts; exits 1 if any differs.
+Prints one line per recording that differs and the counts; exits 1 if any differs. Then, for
+the synchronous recordings that carry block ids, whether the simulator hands each request the same
+block ids in the same steps (a block a request took and lost to preemption inside one schedule()
+is left out: the recording cannot see it); those that differ are named, and counted apart.
 """
 from __future__ import annotations
 
@@ -83,6 +86,26 @@ def _record(out: Path, workloads: list[str]) -> None:
             made.clear()
 
 
+def block_ids_differ(rec) -> str | None:
+    """Where the block ids the recording says each request took part from the simulator's, or None
+    (the same, step by step)."""
+    from servers.vllm.recording import mode_config, to_trace, to_workload
+    from sim.simulate import simulate
+    theirs = to_trace(rec).kv
+    run = simulate(to_workload(rec), mode_config(rec))
+    ours, keys = run.kv, ["step", "block", "request"]
+    # a block a request took and then lost to its own preemption in the same schedule(): unseen
+    pre = run.events[run.events.kind == "preempt"][["step", "request"]]
+    lost = ours[ours.op == "release"].merge(pre, on=["step", "request"])[keys].drop_duplicates()
+    took = ours[ours.op == "acquire"].merge(lost, on=keys, how="left", indicator=True)
+    ours = took[took["_merge"] == "left_only"][keys].reset_index(drop=True)
+    theirs = theirs[theirs.op == "acquire"][keys].reset_index(drop=True)
+    for i, (a, b) in enumerate(zip(theirs.itertuples(index=False), ours.itertuples(index=False))):
+        if tuple(map(str, a)) != tuple(map(str, b)):
+            return f"acquisition {i}: recorded {tuple(a)}, simulated {tuple(b)}"
+    return None if len(theirs) == len(ours) else f"{len(theirs)} acquisitions recorded, {len(ours)} simulated"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--python", help="a Python with the vLLM to check")
@@ -106,7 +129,7 @@ def main() -> int:
         for line in child.stdout.splitlines():
             if line.startswith("STOPPED"):
                 print(line)
-        same = differ = 0
+        same = differ = ids_same = ids_differ = 0
         versions = set()
         for rec_path in sorted(out.glob("*.jsonl")):
             rec = read_recording(rec_path)
@@ -117,8 +140,14 @@ def main() -> int:
             else:
                 differ += 1
                 print(f"DIFFERENT: {rec_path.name}: {d.get('first_difference')}")
+            if rec.header.get("block_ids") and ".sync." in rec_path.name:
+                where = block_ids_differ(rec)
+                ids_same += where is None
+                ids_differ += where is not None
+                if where:
+                    print(f"OTHER BLOCK IDS: {rec_path.name}: {where}")
     print(f"vLLM {', '.join(sorted(map(str, versions)))}: {same} recordings re-simulated step for step, "
-          f"{differ} differ")
+          f"{differ} differ; block ids: {ids_same} sync recordings the simulator's, {ids_differ} not")
     return 1 if differ else 0
 
 
