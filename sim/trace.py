@@ -263,8 +263,8 @@ class Trace:
 
     @property
     def usable_blocks(self) -> int:
-        """The blocks requests can hold: all but block 0, vLLM's null block (vLLM 0.8.2 and before,
-        and llama-server's slots, keep none back)."""
+        """The blocks requests can hold: all but block 0, vLLM's null block, unless the source says
+        it kept none back (vLLM 0.8.2 and before: meta "null_block" False)."""
         return max(self.num_blocks - (1 if self.meta.get("null_block", True) else 0), 0)
 
     # -- the block map ------------------------------------------------------------------
