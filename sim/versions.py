@@ -148,7 +148,7 @@ shared/vllm/v034-and-async.md for 0.34.0 and async scheduling).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 VERSIONS = ("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
             "0.31", "0.32", "0.33", "0.34")
@@ -242,23 +242,6 @@ RULES = {
                 async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
                 priority_policy=v != "0.8", unchunked_prefill=v != "0.8", tail_first_without_caching=v != "0.8")
        for v in ("0.8", "0.9", "0.10")},
-    # 0.9.0 and 0.9.1: 0.8.5's rules, but their blocks are freed tail first without caching too
-    "0.9.0": Rules("0.9.0", self_preemption_ends_running=True, threshold_without_chunking=True,
-                   cache_aware_admission=False, async_scheduling=False, threshold_for_a_lone_request=True,
-                   uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
-                   full_sequence_check=False, unchunked_too_long_passed_over=True,
-                   async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
-                   priority_policy=False, unchunked_prefill=False),
-    # vLLM 0.8.0 to 0.8.2 and 0.8.3 to 0.8.4 (PATCH_RULES): 0.8.5's, and their KV cache manager
-    # preallocates 64 tokens' worth of blocks; 0.8.2 and before also have no null block and no threshold
-    **{v: Rules(v, self_preemption_ends_running=True, threshold_without_chunking=True,
-                cache_aware_admission=False, async_scheduling=False, threshold_for_a_lone_request=True,
-                uncached_blocks_reused_first=False, watermark=False, cursor_follows_any_victim=False,
-                full_sequence_check=False, unchunked_too_long_passed_over=True,
-                async_skips_last_token_in_flight=False, priority_victim_leaves_the_step=False,
-                priority_policy=False, unchunked_prefill=False, preallocate_tokens=64,
-                null_block=v != "0.8.0", long_prefill_threshold=v != "0.8.0", tail_first_without_caching=False)
-       for v in ("0.8.0", "0.8.3")},
     # 0.11: an unchunked prompt over the budget is passed over (from 0.12 it ends admission); else 0.12's rules
     "0.11": Rules("0.11", self_preemption_ends_running=True, threshold_without_chunking=True,
                   cache_aware_admission=False, async_scheduling=True, threshold_for_a_lone_request=True,
@@ -293,6 +276,15 @@ RULES = {
     "0.34": Rules("0.34", self_preemption_ends_running=False, threshold_without_chunking=False,
                   cache_aware_admission=True, async_scheduling=True),
 }
+
+RULES.update({
+    # 0.9.0 and 0.9.1 (PATCH_RULES): 0.8.5's rules, but their blocks are freed tail first without caching too
+    "0.9.0": replace(RULES["0.8"], version="0.9.0", tail_first_without_caching=True),
+    # vLLM 0.8.0 to 0.8.2 and 0.8.3 to 0.8.4: 0.8.5's, and their KV cache manager preallocates 64 tokens'
+    # worth of blocks; 0.8.2 and before also have no null block and read no threshold
+    **{v: replace(RULES["0.8"], version=v, preallocate_tokens=64, null_block=v != "0.8.0",
+                  long_prefill_threshold=v != "0.8.0") for v in ("0.8.0", "0.8.3")},
+})
 
 
 def named(versions=VERSIONS) -> str:
